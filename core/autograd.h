@@ -1,0 +1,183 @@
+// The autograd graph: Node (one per recorded op, named <Op>Backward), SavedTensor (what a
+// backward formula needs, with an in-place check), grad-mode guards and the engine's entry points.
+//
+// Rules every op follows:
+//   - a node has exactly one output (the op's result) and one edge per input;
+//   - it saves only what its formula needs, as SavedTensor fields declared `SavedTensor x{this};`;
+//   - backward returns one gradient per input, in the *output's* broadcast shape if it likes:
+//     the engine sums it down to the input's shape (broadcasting is undone once, there).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace nabla {
+
+class SavedTensor;
+
+struct Edge {
+  std::shared_ptr<Node> fn;  // null when that input needs no gradient
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // grad has the output's shape; returns one gradient per input (undefined = zero).
+  virtual std::vector<Tensor> backward(const Tensor& grad) = 0;
+  virtual const char* name() const = 0;  // e.g. "TanhBackward"
+  // False for fused kernels whose backward is not itself recorded: create_graph refuses them.
+  virtual bool backward_is_differentiable() const { return true; }
+
+  std::string forward_op() const;  // "tanh" for "TanhBackward"
+  bool needs_input_grad(size_t i) const { return i < next.size() && next[i].fn != nullptr; }
+  void release_saved();  // frees every SavedTensor of this node
+  uint64_t sequence_nr() const { return sequence_nr_; }
+
+  std::vector<Edge> next;
+  std::vector<Shape> input_shapes;
+  std::vector<DType> input_dtypes;
+  std::vector<GradHook> pre_hooks;  // hooks on the output tensor (a non-leaf)
+
+ private:
+  friend class SavedTensor;
+  std::vector<SavedTensor*> saved_;
+  uint64_t sequence_nr_;
+};
+
+// A tensor kept for backward. Remembers the storage version at save time: if an in-place op
+// changed it afterwards, get() throws naming the node. An op's own output is saved without a
+// strong reference to the node (that would be a shared_ptr cycle and leak the graph).
+class SavedTensor {
+ public:
+  explicit SavedTensor(Node* owner);
+  SavedTensor(const SavedTensor&) = delete;
+  SavedTensor& operator=(const SavedTensor&) = delete;
+
+  void save(const Tensor& t, bool is_output = false);
+  Tensor get() const;
+  bool defined() const { return data_ != nullptr || released_; }
+  void release();
+
+ private:
+  Node* owner_;
+  std::shared_ptr<TensorImpl> data_;
+  std::weak_ptr<Node> output_fn_;
+  uint64_t version_ = 0;
+  bool is_output_ = false;
+  bool released_ = false;
+};
+
+// Leaf gradient sink: adds the incoming gradient into leaf.grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::vector<Tensor> backward(const Tensor& grad) override;
+  const char* name() const override { return "AccumulateGrad"; }
+  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// --- grad mode ----------------------------------------------------------------
+struct GradMode {
+  static bool enabled();
+  static void set_enabled(bool on);
+};
+
+// Disables recording for its scope (thread-local), like torch.no_grad().
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(GradMode::enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Enables recording for its scope (used by the engine for create_graph).
+class EnableGradGuard {
+ public:
+  explicit EnableGradGuard(bool on = true) : prev_(GradMode::enabled()) {
+    GradMode::set_enabled(on);
+  }
+  ~EnableGradGuard() { GradMode::set_enabled(prev_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Inference: nothing is recorded and nothing is saved (like torch.inference_mode()).
+class InferenceGuard {
+ public:
+  InferenceGuard() = default;
+
+ private:
+  NoGradGuard no_grad_;
+};
+
+// --- recording helpers for ops -------------------------------------------------
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+
+// Returns a new node with edges to `inputs` if grad mode is on and any input requires grad,
+// else nullptr. The op then fills the node's saved fields and calls set_history(output, node).
+template <class N, class... Args>
+std::shared_ptr<N> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args);
+void connect_inputs(Node& node, std::initializer_list<const Tensor*> inputs);
+void set_history(Tensor& output, const std::shared_ptr<Node>& node);
+// a + b for two gradients of the same shape and dtype (recorded under create_graph).
+Tensor grad_sum(const Tensor& a, const Tensor& b);
+// The edge a gradient for `t` flows into: its grad_fn, or its leaf accumulator, or null.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+template <class N, class... Args>
+std::shared_ptr<N> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args) {
+  if (!GradMode::enabled() || !any_requires_grad(inputs)) return nullptr;
+  auto node = std::make_shared<N>(std::forward<Args>(args)...);
+  connect_inputs(*node, inputs);
+  return node;
+}
+
+// --- anomaly mode ----------------------------------------------------------------
+// When on, every gradient a node produces is checked for NaN/Inf; the error names the node and
+// the forward op that created it.
+struct AnomalyMode {
+  static bool enabled();
+  static void set_enabled(bool on);
+};
+class AnomalyGuard {
+ public:
+  AnomalyGuard() : prev_(AnomalyMode::enabled()) { AnomalyMode::set_enabled(true); }
+  ~AnomalyGuard() { AnomalyMode::set_enabled(prev_); }
+  AnomalyGuard(const AnomalyGuard&) = delete;
+  AnomalyGuard& operator=(const AnomalyGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+namespace autograd {
+
+// Accumulates d(outputs)/d(leaf) into every reachable leaf's .grad.
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs = {},
+              bool retain_graph = false, bool create_graph = false);
+
+// Returns d(outputs)/d(inputs) without touching any .grad. An input the outputs do not depend
+// on gets an undefined Tensor if allow_unused, else an error.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool create_graph = false, bool allow_unused = false);
+
+}  // namespace autograd
+}  // namespace nabla

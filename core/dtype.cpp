@@ -1,0 +1,33 @@
+#include "core/dtype.h"
+
+namespace nabla {
+
+size_t dtype_size(DType dt) {
+  switch (dt) {
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
+    case DType::Int64:
+      return 8;
+    case DType::Bool:
+      return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dt) {
+  switch (dt) {
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Int64:
+      return "int64";
+    case DType::Bool:
+      return "bool";
+  }
+  return "unknown";
+}
+
+}  // namespace nabla

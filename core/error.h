@@ -1,0 +1,31 @@
+// Error types. Every message names the op (or file) and the offending shapes, dtypes or offsets.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace nabla {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct ShapeError : Error {
+  using Error::Error;
+};
+struct DTypeError : Error {
+  using Error::Error;
+};
+struct ValueError : Error {
+  using Error::Error;
+};
+struct IOError : Error {
+  using Error::Error;
+};
+struct FormatError : Error {
+  using Error::Error;
+};
+// Raised by the autograd engine (second backward, modified saved tensor, anomaly).
+struct AutogradError : Error {
+  using Error::Error;
+};
+
+}  // namespace nabla

@@ -1,0 +1,138 @@
+// Tensor factories. Random ones draw from a Generator: element i uses counter offset + i, so a
+// parallel fill gives the same values as a serial one.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/copy.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+
+namespace nabla {
+namespace {
+
+Tensor new_tensor(const Shape& shape, DType dt, bool zero_fill) {
+  for (int64_t d : shape)
+    if (d < 0) throw ShapeError(fmt::format("negative dimension in shape {}", shape_str(shape)));
+  auto impl = std::make_shared<TensorImpl>();
+  const auto n = static_cast<size_t>(shape_numel(shape));
+  if (n > SIZE_MAX / dtype_size(dt))
+    throw ShapeError(fmt::format("shape {} is too large", shape_str(shape)));
+  impl->storage = std::make_shared<Storage>(n * dtype_size(dt), zero_fill);
+  impl->dtype = dt;
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  return Tensor(impl);
+}
+
+template <class F>
+Tensor fill_with(const Shape& shape, DType dt, int64_t cost, F&& value_at) {
+  Tensor t = new_tensor(shape, dt, false);
+  dispatch_all(dt, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    parallel_for(t.numel(), cost, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) p[i] = static_cast<T>(value_at(i));
+    });
+  });
+  return t;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dt) { return new_tensor(shape, dt, false); }
+Tensor zeros(const Shape& shape, DType dt) { return new_tensor(shape, dt, true); }
+Tensor ones(const Shape& shape, DType dt) { return full(shape, 1.0, dt); }
+Tensor full(const Shape& shape, double value, DType dt) {
+  return fill_with(shape, dt, 1, [value](int64_t) { return value; });
+}
+Tensor scalar_tensor(double value, DType dt) { return full({}, value, dt); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+
+Tensor arange(double start, double end, double step, DType dt) {
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end))
+    throw ValueError(
+        fmt::format("arange: invalid range start={} end={} step={}", start, end, step));
+  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  if (n < 0) n = 0;
+  return fill_with({n}, dt, 1, [=](int64_t i) { return start + static_cast<double>(i) * step; });
+}
+Tensor arange(int64_t end, DType dt) { return arange(0.0, static_cast<double>(end), 1.0, dt); }
+
+Tensor linspace(double start, double end, int64_t steps, DType dt) {
+  if (steps < 0) throw ValueError(fmt::format("linspace: steps must be >= 0, got {}", steps));
+  double h = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  // Fill from both ends so the last element is exactly `end`, as PyTorch does.
+  return fill_with({steps}, dt, 1, [=](int64_t i) {
+    return i < steps / 2 ? start + h * static_cast<double>(i)
+                         : end - h * static_cast<double>(steps - 1 - i);
+  });
+}
+
+Tensor rand(const Shape& shape, Generator& gen, DType dt) {
+  if (!is_floating(dt))
+    throw DTypeError(fmt::format("rand: dtype {} is not floating", dtype_name(dt)));
+  uint64_t base = gen.advance(static_cast<uint64_t>(shape_numel(shape)));
+  return fill_with(shape, dt, 20,
+                   [&](int64_t i) { return gen.uniform(base + static_cast<uint64_t>(i)); });
+}
+Tensor randn(const Shape& shape, Generator& gen, DType dt) {
+  if (!is_floating(dt))
+    throw DTypeError(fmt::format("randn: dtype {} is not floating", dtype_name(dt)));
+  uint64_t base = gen.advance(static_cast<uint64_t>(shape_numel(shape)));
+  return fill_with(shape, dt, 40,
+                   [&](int64_t i) { return gen.normal(base + static_cast<uint64_t>(i)); });
+}
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
+  if (high <= low) throw ValueError(fmt::format("randint: empty range [{}, {})", low, high));
+  uint64_t base = gen.advance(static_cast<uint64_t>(shape_numel(shape)));
+  auto range = static_cast<uint64_t>(high - low);
+  return fill_with(shape, kInt64, 20, [&](int64_t i) {
+    return low + static_cast<int64_t>(gen.bits64(base + static_cast<uint64_t>(i)) % range);
+  });
+}
+Tensor rand(const Shape& shape, DType dt) { return rand(shape, default_generator(), dt); }
+Tensor randn(const Shape& shape, DType dt) { return randn(shape, default_generator(), dt); }
+Tensor randint(int64_t low, int64_t high, const Shape& shape) {
+  return randint(low, high, shape, default_generator());
+}
+Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.dtype()); }
+Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.dtype()); }
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  if (shape_numel(shape) != static_cast<int64_t>(values.size()))
+    throw ShapeError(fmt::format("from_vector: {} values do not fill shape {}", values.size(),
+                                 shape_str(shape)));
+  Tensor t = new_tensor(shape, dtype_of<T>(), false);
+  T* p = t.data_ptr<T>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return t;
+}
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&);
+template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&);
+
+Tensor tensor(std::initializer_list<double> values, DType dt) {
+  std::vector<double> v(values);
+  return from_vector(v, {static_cast<int64_t>(v.size())}).to(dt);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dt) {
+  std::vector<double> v;
+  size_t cols = rows.size() ? rows.begin()->size() : 0;
+  for (const auto& r : rows) {
+    if (r.size() != cols)
+      throw ShapeError(fmt::format("tensor: ragged rows ({} and {} values)", cols, r.size()));
+    v.insert(v.end(), r.begin(), r.end());
+  }
+  return from_vector(v, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)}).to(dt);
+}
+
+}  // namespace nabla

@@ -1,0 +1,47 @@
+// Generator: a counter-based random number generator (Philox-4x32-10). Element i of a draw is a
+// pure function of (seed, offset + i), so kernels can fill tensors in parallel and a checkpoint
+// only needs (seed, offset) to resume the exact stream.
+#pragma once
+#include <array>
+#include <cstdint>
+
+namespace nabla {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+
+  void manual_seed(uint64_t seed) {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
+  void set_state(uint64_t seed, uint64_t offset) {
+    seed_ = seed;
+    offset_ = offset;
+  }
+  // Reserves n counters and returns the first; the caller evaluates block(first + i).
+  uint64_t advance(uint64_t n) {
+    uint64_t first = offset_;
+    offset_ += n;
+    return first;
+  }
+
+  // Four independent 32-bit words for counter c.
+  std::array<uint32_t, 4> block(uint64_t c) const;
+  // Uniform in [0, 1) with 53 random bits; standard normal (Box-Muller) for counter c.
+  double uniform(uint64_t c) const;
+  double normal(uint64_t c) const;
+  uint64_t bits64(uint64_t c) const;
+
+ private:
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+
+// The process-wide default generator (seeded with 0 until manual_seed is called).
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace nabla

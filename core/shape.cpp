@@ -1,0 +1,56 @@
+#include "core/shape.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace nabla {
+
+std::string shape_str(const Shape& s) {
+  if (s.size() == 1) return fmt::format("({},)", s[0]);
+  return fmt::format("({})", fmt::join(s, ", "));
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) throw ShapeError(fmt::format("negative dimension in shape {}", shape_str(s)));
+    if (d != 0 && n > INT64_MAX / d)
+      throw ShapeError(fmt::format("shape {} has too many elements", shape_str(s)));
+    n *= d;
+  }
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(s[i], 1);
+  }
+  return st;
+}
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw ShapeError(fmt::format("{}: shapes {} and {} cannot be broadcast together", op,
+                                   shape_str(a), shape_str(b)));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim) {
+  int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  if (dim < lo || dim > hi)
+    throw ShapeError(fmt::format("{}: dim {} out of range for a tensor of {} dims", op, dim, ndim));
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+}  // namespace nabla

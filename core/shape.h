@@ -1,0 +1,19 @@
+// Shapes, strides and the NumPy broadcasting rule.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nabla {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& s);  // "(2, 3)"; "()" for a scalar
+int64_t shape_numel(const Shape& s);    // overflow-checked product
+Shape contiguous_strides(const Shape& s);
+// Broadcast two shapes (NumPy rules) or throw ShapeError naming `op` and both shapes.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+// Wrap a possibly negative dim into [0, ndim) or throw naming `op`.
+int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim);
+
+}  // namespace nabla

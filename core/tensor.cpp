@@ -1,0 +1,205 @@
+// Tensor metadata, element access, conversion, in-place fill/copy and the autograd entry points.
+#include "core/tensor.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "core/autograd.h"
+#include "core/copy.h"
+#include "core/error.h"
+
+namespace nabla {
+
+TensorImpl& Tensor::impl() const {
+  if (!impl_) throw ValueError("use of an undefined Tensor");
+  return *impl_;
+}
+
+int64_t Tensor::size(int64_t d) const {
+  return shape()[static_cast<size_t>(normalize_dim("size", d, dim()))];
+}
+
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[static_cast<size_t>(normalize_dim("stride", d, dim()))];
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape().size(); i-- > 0;) {
+    if (shape()[i] == 1) continue;
+    if (strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+template <class T>
+T* Tensor::data_ptr() const {
+  if (dtype() != dtype_of<T>())
+    throw DTypeError(fmt::format("data_ptr: tensor has dtype {}, requested {}", dtype_name(dtype()),
+                                 dtype_name(dtype_of<T>())));
+  return static_cast<T*>(storage()->data()) + offset();
+}
+template float* Tensor::data_ptr<float>() const;
+template double* Tensor::data_ptr<double>() const;
+template int64_t* Tensor::data_ptr<int64_t>() const;
+template bool* Tensor::data_ptr<bool>() const;
+
+template <class T>
+T Tensor::item() const {
+  if (numel() != 1)
+    throw ValueError(fmt::format("item: tensor of shape {} has {} elements, expected 1",
+                                 shape_str(shape()), numel()));
+  return *data_ptr<T>();
+}
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template int64_t Tensor::item<int64_t>() const;
+template bool Tensor::item<bool>() const;
+
+double Tensor::item() const {
+  return dispatch_all(dtype(), [&](auto t) { return static_cast<double>(item<decltype(t)>()); });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = detach().contiguous();
+  const T* p = c.data_ptr<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+
+// ----------------------------------------------------------------------------
+// clone / contiguous
+//   forward:   y = copy of x (contiguous)
+//   backward:  grad_x = grad
+struct CloneBackward final : Node {
+  std::vector<Tensor> backward(const Tensor& grad) override { return {grad}; }
+  const char* name() const override { return "CloneBackward"; }
+};
+
+Tensor Tensor::clone() const {
+  Tensor y = empty(shape(), dtype());
+  copy_kernel(y, *this);
+  if (auto node = make_node<CloneBackward>({this})) set_history(y, node);
+  return y;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+// ----------------------------------------------------------------------------
+// to(dtype)
+//   forward:   y = x converted to dtype
+//   backward:  grad_x = grad converted back to x's dtype (floating dtypes only)
+struct ToBackward final : Node {
+  DType src;
+  explicit ToBackward(DType s) : src(s) {}
+  std::vector<Tensor> backward(const Tensor& grad) override { return {grad.to(src)}; }
+  const char* name() const override { return "ToBackward"; }
+};
+
+Tensor Tensor::to(DType dt) const {
+  if (dt == dtype()) return *this;
+  Tensor y = empty(shape(), dt);
+  copy_kernel(y, *this);
+  if (is_floating(dt) && is_floating(dtype()))
+    if (auto node = make_node<ToBackward>({this}, dtype())) set_history(y, node);
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// In-place fill and copy. Not recorded: under grad mode they refuse a tensor that requires grad.
+static void check_inplace_allowed(const char* op, const Tensor& t) {
+  if (GradMode::enabled() && t.requires_grad())
+    throw AutogradError(
+        fmt::format("{}: in-place operation on a tensor that requires grad (shape {}); wrap it in "
+                    "NoGradGuard or use an out-of-place op",
+                    op, shape_str(t.shape())));
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace_allowed("fill_", *this);
+  Tensor scalar = scalar_tensor(value, kFloat64);
+  copy_kernel(*this, scalar);
+  storage()->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_inplace_allowed("copy_", *this);
+  broadcast_shapes("copy_", shape(), src.shape());
+  if (broadcast_shapes("copy_", shape(), src.shape()) != shape())
+    throw ShapeError(fmt::format("copy_: source of shape {} does not broadcast to {}",
+                                 shape_str(src.shape()), shape_str(shape())));
+  // Overlapping source and destination: copy through a temporary.
+  Tensor s = src.storage() == storage() ? src.detach().clone() : src.detach();
+  copy_kernel(*this, s);
+  storage()->bump_version();
+  return *this;
+}
+
+// ----------------------------------------------------------------------------
+// autograd entry points
+
+Tensor& Tensor::requires_grad_(bool value) {
+  if (!is_leaf())
+    throw AutogradError(
+        "requires_grad_: only leaf tensors can change requires_grad; use detach() first");
+  if (value && !is_floating(dtype()))
+    throw DTypeError(
+        fmt::format("requires_grad_: only floating tensors can require gradients, got {}",
+                    dtype_name(dtype())));
+  impl().requires_grad = value;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(impl().grad); }
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined() && g.shape() != shape())
+    throw ShapeError(fmt::format("set_grad: gradient of shape {} for a tensor of shape {}",
+                                 shape_str(g.shape()), shape_str(shape())));
+  impl().grad = g.impl_ptr();
+}
+
+Tensor Tensor::detach() const {
+  auto d = std::make_shared<TensorImpl>();
+  d->storage = storage();
+  d->dtype = dtype();
+  d->shape = shape();
+  d->strides = strides();
+  d->offset = offset();
+  return Tensor(d);
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  autograd::backward({*this}, {grad}, retain_graph, create_graph);
+}
+
+void Tensor::register_hook(GradHook hook) const {
+  if (!requires_grad()) throw AutogradError("register_hook: the tensor does not require grad");
+  if (is_leaf())
+    impl().leaf_hooks.push_back(std::move(hook));
+  else
+    grad_fn()->pre_hooks.push_back(std::move(hook));
+}
+
+void Tensor::retain_grad() const {
+  if (!requires_grad()) throw AutogradError("retain_grad: the tensor does not require grad");
+  if (is_leaf()) return;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  grad_fn()->pre_hooks.push_back([weak](const Tensor& g) {
+    if (auto self = weak.lock()) {
+      NoGradGuard no_grad;
+      Tensor prev(self->grad);
+      self->grad = (prev.defined() ? grad_sum(prev, g) : g.clone()).impl_ptr();
+    }
+    return Tensor();
+  });
+}
+
+}  // namespace nabla

@@ -1,0 +1,365 @@
+// View ops: new shape/strides/offset over the same storage, no data copied. Each is
+// differentiable; its backward maps the gradient back onto the input's shape.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "core/autograd.h"
+#include "core/broadcast.h"
+#include "core/copy.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace nabla {
+namespace {
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->dtype = base.dtype();
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->is_view = true;
+  return Tensor(impl);
+}
+
+// Strides that let a tensor of (shape, strides) be seen as new_shape without a copy, if any.
+std::optional<Shape> view_strides(const Shape& shape, const Shape& strides,
+                                  const Shape& new_shape) {
+  if (shape.empty() || shape_numel(shape) == 0) return contiguous_strides(new_shape);
+  Shape out(new_shape.size());
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base = strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    bool chunk_ends = d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+      out[view_d] = view_numel * chunk_base;
+      view_numel *= new_shape[view_d];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_base = strides[d - 1];
+      tensor_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+Shape infer_shape(const char* op, const Shape& requested, int64_t numel, const Shape& from) {
+  Shape shape = requested;
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer_at >= 0) throw ShapeError(fmt::format("{}: only one dim can be -1", op));
+      infer_at = static_cast<int64_t>(i);
+    } else if (shape[i] < 0) {
+      throw ShapeError(
+          fmt::format("{}: invalid size {} in shape {}", op, shape[i], shape_str(requested)));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer_at >= 0) {
+    if (known == 0 || numel % known != 0)
+      throw ShapeError(fmt::format("{}: shape {} is invalid for input of shape {}", op,
+                                   shape_str(requested), shape_str(from)));
+    shape[static_cast<size_t>(infer_at)] = numel / known;
+  }
+  if (shape_numel(shape) != numel)
+    throw ShapeError(fmt::format("{}: shape {} is invalid for input of shape {} ({} elements)", op,
+                                 shape_str(requested), shape_str(from), numel));
+  return shape;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// view / reshape / squeeze / unsqueeze / flatten / unflatten
+//   forward:   y = x seen with a new shape (same elements, same order)
+//   backward:  grad_x = grad.reshape(x.shape)
+struct ViewBackward final : Node {
+  Shape input_shape;
+  explicit ViewBackward(Shape s) : input_shape(std::move(s)) {}
+  std::vector<Tensor> backward(const Tensor& grad) override { return {grad.reshape(input_shape)}; }
+  const char* name() const override { return "ViewBackward"; }
+};
+
+static Tensor view_as_shape(const Tensor& x, const Shape& shape, const Shape& strides) {
+  Tensor y = make_view(x, shape, strides, x.offset());
+  if (auto node = make_node<ViewBackward>({&x}, x.shape())) set_history(y, node);
+  return y;
+}
+
+Tensor Tensor::view(const Shape& requested) const {
+  Shape shape = infer_shape("view", requested, numel(), this->shape());
+  auto st = view_strides(this->shape(), strides(), shape);
+  if (!st)
+    throw ShapeError(fmt::format(
+        "view: shape {} is not compatible with the strides {} of input {}; use reshape()",
+        shape_str(requested), shape_str(strides()), shape_str(this->shape())));
+  return view_as_shape(*this, shape, *st);
+}
+
+Tensor Tensor::reshape(const Shape& requested) const {
+  Shape shape = infer_shape("reshape", requested, numel(), this->shape());
+  if (auto st = view_strides(this->shape(), strides(), shape))
+    return view_as_shape(*this, shape, *st);
+  return clone().view(shape);
+}
+
+Tensor Tensor::squeeze() const {
+  Shape s, st;
+  for (size_t i = 0; i < shape().size(); ++i)
+    if (shape()[i] != 1) {
+      s.push_back(shape()[i]);
+      st.push_back(strides()[i]);
+    }
+  return view_as_shape(*this, s, st);
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  if (dim() == 0) return view_as_shape(*this, shape(), strides());
+  auto i = static_cast<size_t>(normalize_dim("squeeze", d, dim()));
+  if (shape()[i] != 1) return view_as_shape(*this, shape(), strides());
+  Shape s = shape(), st = strides();
+  s.erase(s.begin() + static_cast<int64_t>(i));
+  st.erase(st.begin() + static_cast<int64_t>(i));
+  return view_as_shape(*this, s, st);
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  auto i = static_cast<size_t>(normalize_dim("unsqueeze", d, dim() + 1));
+  Shape s = shape(), st = strides();
+  int64_t stride_here = i < s.size() ? st[i] * s[i] : 1;
+  s.insert(s.begin() + static_cast<int64_t>(i), 1);
+  st.insert(st.begin() + static_cast<int64_t>(i), stride_here);
+  return view_as_shape(*this, s, st);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  int64_t s = normalize_dim("flatten", start_dim, dim());
+  int64_t e = normalize_dim("flatten", end_dim, dim());
+  if (s > e)
+    throw ShapeError(fmt::format("flatten: start_dim {} is after end_dim {}", start_dim, end_dim));
+  Shape out(shape().begin(), shape().begin() + s);
+  int64_t n = 1;
+  for (int64_t i = s; i <= e; ++i) n *= shape()[static_cast<size_t>(i)];
+  out.push_back(n);
+  out.insert(out.end(), shape().begin() + e + 1, shape().end());
+  return reshape(out);
+}
+
+Tensor Tensor::unflatten(int64_t d, const Shape& sizes) const {
+  auto i = normalize_dim("unflatten", d, dim());
+  Shape inner = infer_shape("unflatten", sizes, shape()[static_cast<size_t>(i)], {shape()[i]});
+  Shape out(shape().begin(), shape().begin() + i);
+  out.insert(out.end(), inner.begin(), inner.end());
+  out.insert(out.end(), shape().begin() + i + 1, shape().end());
+  return view(out);
+}
+
+// ----------------------------------------------------------------------------
+// permute / transpose
+//   forward:   y = x with dims reordered: y.shape[i] = x.shape[dims[i]]
+//   backward:  grad_x = grad.permute(inverse(dims))
+struct PermuteBackward final : Node {
+  std::vector<int64_t> inverse;
+  explicit PermuteBackward(std::vector<int64_t> inv) : inverse(std::move(inv)) {}
+  std::vector<Tensor> backward(const Tensor& grad) override { return {grad.permute(inverse)}; }
+  const char* name() const override { return "PermuteBackward"; }
+};
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  if (static_cast<int64_t>(dims.size()) != dim())
+    throw ShapeError(fmt::format("permute: {} dims given for a tensor of shape {}", dims.size(),
+                                 shape_str(shape())));
+  std::vector<int64_t> norm(dims.size()), inverse(dims.size(), -1);
+  Shape s(dims.size()), st(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    norm[i] = normalize_dim("permute", dims[i], dim());
+    auto src = static_cast<size_t>(norm[i]);
+    if (inverse[src] != -1)
+      throw ShapeError(fmt::format("permute: dim {} repeated in the permutation", norm[i]));
+    inverse[src] = static_cast<int64_t>(i);
+    s[i] = shape()[src];
+    st[i] = strides()[src];
+  }
+  Tensor y = make_view(*this, s, st, offset());
+  if (auto node = make_node<PermuteBackward>({this}, inverse)) set_history(y, node);
+  return y;
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  if (dim() == 0) return permute({});
+  std::vector<int64_t> perm(static_cast<size_t>(dim()));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[static_cast<size_t>(normalize_dim("transpose", d0, dim()))],
+            perm[static_cast<size_t>(normalize_dim("transpose", d1, dim()))]);
+  return permute(perm);
+}
+
+Tensor Tensor::t() const {
+  if (dim() > 2)
+    throw ShapeError(
+        fmt::format("t: expects a tensor with <= 2 dims, got shape {}", shape_str(shape())));
+  return dim() < 2 ? permute(dim() == 1 ? std::vector<int64_t>{0} : std::vector<int64_t>{})
+                   : transpose(0, 1);
+}
+
+Tensor Tensor::mT() const {
+  if (dim() < 2)
+    throw ShapeError(fmt::format("mT: expects at least 2 dims, got shape {}", shape_str(shape())));
+  return transpose(-2, -1);
+}
+
+// ----------------------------------------------------------------------------
+// slice_embed: the adjoint of slice, used by slice's and select's backward
+//   forward:   y = zeros(input_shape); y.slice(dim, start, ..., step) = g
+//   backward:  grad_g = grad.slice(dim, start, start + g.size(dim) * step, step)
+struct SliceEmbedBackward final : Node {
+  int64_t dim, start, step, length;
+  SliceEmbedBackward(int64_t d, int64_t s, int64_t st, int64_t len)
+      : dim(d), start(s), step(st), length(len) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {grad.slice(dim, start, start + length * step, step)};
+  }
+  const char* name() const override { return "SliceEmbedBackward"; }
+};
+
+static Tensor slice_embed(const Tensor& g, const Shape& input_shape, int64_t dim, int64_t start,
+                          int64_t step) {
+  Tensor y = zeros(input_shape, g.dtype());
+  int64_t len = g.shape()[static_cast<size_t>(dim)];
+  Tensor window = y.detach().slice(dim, start, start + len * step, step);
+  copy_kernel(window, g);
+  if (auto node = make_node<SliceEmbedBackward>({&g}, dim, start, step, len)) set_history(y, node);
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// slice / narrow
+//   forward:   y = x[..., start:end:step, ...] along dim
+//   backward:  grad_x = zeros like x with grad written into that window (slice_embed)
+struct SliceBackward final : Node {
+  Shape input_shape;
+  int64_t dim, start, step;
+  SliceBackward(Shape s, int64_t d, int64_t st, int64_t sp)
+      : input_shape(std::move(s)), dim(d), start(st), step(sp) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {slice_embed(grad, input_shape, dim, start, step)};
+  }
+  const char* name() const override { return "SliceBackward"; }
+};
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  auto i = static_cast<size_t>(normalize_dim("slice", d, dim()));
+  if (step <= 0) throw ValueError(fmt::format("slice: step must be positive, got {}", step));
+  const int64_t n = shape()[i];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape s = shape(), st = strides();
+  s[i] = (end - start + step - 1) / step;
+  st[i] = strides()[i] * step;
+  Tensor y = make_view(*this, s, st, offset() + start * strides()[i]);
+  if (auto node = make_node<SliceBackward>({this}, shape(), static_cast<int64_t>(i), start, step))
+    set_history(y, node);
+  return y;
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  auto i = static_cast<size_t>(normalize_dim("narrow", d, dim()));
+  const int64_t n = shape()[i];
+  if (start < 0) start += n;
+  if (start < 0 || length < 0 || start + length > n)
+    throw ShapeError(
+        fmt::format("narrow: start {} and length {} are out of range for dim {} of "
+                    "size {} (shape {})",
+                    start, length, d, n, shape_str(shape())));
+  return slice(static_cast<int64_t>(i), start, start + length, 1);
+}
+
+// ----------------------------------------------------------------------------
+// select
+//   forward:   y = x[..., index, ...] (dim removed)
+//   backward:  grad_x = slice_embed(grad.unsqueeze(dim), x.shape, dim, index, 1)
+struct SelectBackward final : Node {
+  Shape input_shape;
+  int64_t dim, index;
+  SelectBackward(Shape s, int64_t d, int64_t i) : input_shape(std::move(s)), dim(d), index(i) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {slice_embed(grad.unsqueeze(dim), input_shape, dim, index, 1)};
+  }
+  const char* name() const override { return "SelectBackward"; }
+};
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  auto i = static_cast<size_t>(normalize_dim("select", d, dim()));
+  const int64_t n = shape()[i];
+  if (index < -n || index >= n)
+    throw ShapeError(
+        fmt::format("select: index {} is out of range for dim {} of size {}", index, d, n));
+  if (index < 0) index += n;
+  Shape s = shape(), st = strides();
+  s.erase(s.begin() + static_cast<int64_t>(i));
+  st.erase(st.begin() + static_cast<int64_t>(i));
+  Tensor y = make_view(*this, s, st, offset() + index * strides()[i]);
+  if (auto node = make_node<SelectBackward>({this}, shape(), static_cast<int64_t>(i), index))
+    set_history(y, node);
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// expand
+//   forward:   y = x broadcast to shape (stride 0 on expanded dims)
+//   backward:  grad_x = sum_to(grad, x.shape)
+struct ExpandBackward final : Node {
+  Shape input_shape;
+  explicit ExpandBackward(Shape s) : input_shape(std::move(s)) {}
+  std::vector<Tensor> backward(const Tensor& grad) override { return {sum_to(grad, input_shape)}; }
+  const char* name() const override { return "ExpandBackward"; }
+};
+
+Tensor Tensor::expand(const Shape& requested) const {
+  if (requested.size() < shape().size())
+    throw ShapeError(fmt::format("expand: cannot expand shape {} to fewer dims {}",
+                                 shape_str(shape()), shape_str(requested)));
+  const size_t lead = requested.size() - shape().size();
+  Shape s(requested.size()), st(requested.size(), 0);
+  for (size_t i = 0; i < requested.size(); ++i) {
+    if (i < lead) {
+      if (requested[i] < 0)
+        throw ShapeError(fmt::format("expand: -1 is not allowed in new leading dim {} of {}", i,
+                                     shape_str(requested)));
+      s[i] = requested[i];
+      continue;
+    }
+    int64_t have = shape()[i - lead];
+    int64_t want = requested[i] == -1 ? have : requested[i];
+    if (have == want) {
+      s[i] = have;
+      st[i] = strides()[i - lead];
+    } else if (have == 1) {
+      s[i] = want;
+    } else {
+      throw ShapeError(fmt::format("expand: shape {} cannot be expanded to {} (dim {})",
+                                   shape_str(shape()), shape_str(requested), i));
+    }
+  }
+  if (s == shape()) return *this;
+  Tensor y = make_view(*this, s, st, offset());
+  if (auto node = make_node<ExpandBackward>({this}, shape())) set_history(y, node);
+  return y;
+}
+
+}  // namespace nabla

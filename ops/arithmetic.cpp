@@ -1,0 +1,222 @@
+// Arithmetic ops. Backward formulas return gradients in the output's (broadcast) shape; the
+// engine sums them down to each input's shape.
+#include "ops/arithmetic.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "ops/kernel_helpers.h"
+#include "ops/unary.h"
+
+namespace nabla {
+
+using kernels::scalar_like;
+
+// ----------------------------------------------------------------------------
+// add
+//   forward:   y = a + b
+//   backward:  grad_a = grad, grad_b = grad
+struct AddBackward final : Node {
+  std::vector<Tensor> backward(const Tensor& grad) override { return {grad, grad}; }
+  const char* name() const override { return "AddBackward"; }
+};
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = kernels::map_binary_numeric("add", a, b, [](auto x, auto z) { return x + z; });
+  if (auto node = make_node<AddBackward>({&a, &b})) set_history(y, node);
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// sub
+//   forward:   y = a - b
+//   backward:  grad_a = grad, grad_b = -grad
+struct SubBackward final : Node {
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {grad, needs_input_grad(1) ? neg(grad) : Tensor()};
+  }
+  const char* name() const override { return "SubBackward"; }
+};
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor y = kernels::map_binary_numeric("sub", a, b, [](auto x, auto z) { return x - z; });
+  if (auto node = make_node<SubBackward>({&a, &b})) set_history(y, node);
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// mul
+//   forward:   y = a * b
+//   backward:  grad_a = grad * b, grad_b = grad * a     saves a only if b needs grad, and v.v.
+struct MulBackward final : Node {
+  SavedTensor a{this}, b{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {needs_input_grad(0) ? mul(grad, b.get()) : Tensor(),
+            needs_input_grad(1) ? mul(grad, a.get()) : Tensor()};
+  }
+  const char* name() const override { return "MulBackward"; }
+};
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = kernels::map_binary_numeric("mul", a, b, [](auto x, auto z) { return x * z; });
+  if (auto node = make_node<MulBackward>({&a, &b})) {
+    if (node->needs_input_grad(0)) node->b.save(b);
+    if (node->needs_input_grad(1)) node->a.save(a);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// div
+//   forward:   y = a / b
+//   backward:  grad_a = grad / b, grad_b = -grad * y / b      saves b, and y if b needs grad
+struct DivBackward final : Node {
+  SavedTensor b{this}, y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor bv = b.get();
+    Tensor grad_a = needs_input_grad(0) ? div(grad, bv) : Tensor();
+    Tensor grad_b = needs_input_grad(1) ? neg(div(mul(grad, y.get()), bv)) : Tensor();
+    return {grad_a, grad_b};
+  }
+  const char* name() const override { return "DivBackward"; }
+};
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor y = kernels::map_binary_numeric("div", a, b, [](auto x, auto z) { return x / z; });
+  if (auto node = make_node<DivBackward>({&a, &b})) {
+    node->b.save(b);
+    if (node->needs_input_grad(1)) node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// neg
+//   forward:   y = -x
+//   backward:  grad_x = -grad
+struct NegBackward final : Node {
+  std::vector<Tensor> backward(const Tensor& grad) override { return {neg(grad)}; }
+  const char* name() const override { return "NegBackward"; }
+};
+
+Tensor neg(const Tensor& x) {
+  Tensor y = kernels::map_unary<false>("neg", x, [](auto v) { return -v; });
+  if (auto node = make_node<NegBackward>({&x})) set_history(y, node);
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// pow (tensor ^ scalar)
+//   forward:   y = x^p
+//   backward:  grad_x = grad * p * x^(p-1)      saves x
+struct PowScalarBackward final : Node {
+  SavedTensor x{this};
+  double p;
+  explicit PowScalarBackward(double e) : p(e) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    if (p == 0.0) return {mul(grad, 0.0)};
+    return {mul(grad, mul(pow(x.get(), p - 1.0), p))};
+  }
+  const char* name() const override { return "PowScalarBackward"; }
+};
+
+Tensor pow(const Tensor& x, double p) {
+  Tensor y = kernels::map_float("pow", x, [p](auto v) {
+    using T = decltype(v);
+    return p == 2.0 ? v * v : static_cast<T>(std::pow(v, static_cast<T>(p)));
+  });
+  if (auto node = make_node<PowScalarBackward>({&x}, p)) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// pow (tensor ^ tensor)
+//   forward:   y = x^e
+//   backward:  grad_x = grad * e * x^(e-1),  grad_e = grad * y * log(x)     saves x, e, y
+struct PowBackward final : Node {
+  SavedTensor x{this}, e{this}, y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor grad_x, grad_e;
+    if (needs_input_grad(0)) grad_x = mul(grad, mul(e.get(), pow(x.get(), sub(e.get(), 1.0))));
+    if (needs_input_grad(1)) grad_e = mul(grad, mul(y.get(), log(x.get())));
+    return {grad_x, grad_e};
+  }
+  const char* name() const override { return "PowBackward"; }
+};
+
+Tensor pow(const Tensor& x, const Tensor& e) {
+  Tensor y = kernels::map_binary_float("pow", x, e, [](auto a, auto b) { return std::pow(a, b); });
+  if (auto node = make_node<PowBackward>({&x, &e})) {
+    node->x.save(x);
+    node->e.save(e);
+    if (node->needs_input_grad(1)) node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// scalar forms: the scalar becomes a 0-d tensor of x's dtype (no gradient flows to it)
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
+
+// ----------------------------------------------------------------------------
+// in-place forms: compute out of place, write back into self's storage, and (under grad mode)
+// make the recorded node self's new history.
+namespace {
+
+template <class Op>
+Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn) {
+  const bool record = GradMode::enabled() && (self.requires_grad() || other.requires_grad());
+  if (record && self.requires_grad() && self.is_leaf())
+    throw AutogradError(fmt::format(
+        "{}: a leaf tensor that requires grad (shape {}) cannot be modified in place under grad "
+        "mode; wrap the update in NoGradGuard",
+        op, shape_str(self.shape())));
+  if (record && self.impl().is_view)
+    throw AutogradError(fmt::format(
+        "{}: in-place modification of a view (shape {}) while recording gradients is not "
+        "supported; use the out-of-place op",
+        op, shape_str(self.shape())));
+  if (broadcast_shapes(op, self.shape(), other.shape()) != self.shape())
+    throw ShapeError(fmt::format("{}: other of shape {} does not broadcast to self's shape {}", op,
+                                 shape_str(other.shape()), shape_str(self.shape())));
+  Tensor result = fn(self, other);
+  {
+    NoGradGuard no_grad;
+    Tensor target = self.detach();
+    target.copy_(result.detach());
+  }
+  if (record) {
+    self.impl().grad_fn = result.grad_fn();
+    self.impl().requires_grad = true;
+  }
+  return self;
+}
+
+}  // namespace
+
+Tensor& add_(Tensor& self, const Tensor& other) {
+  return inplace("add_", self, other, [](const Tensor& a, const Tensor& b) { return add(a, b); });
+}
+Tensor& sub_(Tensor& self, const Tensor& other) {
+  return inplace("sub_", self, other, [](const Tensor& a, const Tensor& b) { return sub(a, b); });
+}
+Tensor& mul_(Tensor& self, const Tensor& other) {
+  return inplace("mul_", self, other, [](const Tensor& a, const Tensor& b) { return mul(a, b); });
+}
+Tensor& div_(Tensor& self, const Tensor& other) {
+  return inplace("div_", self, other, [](const Tensor& a, const Tensor& b) { return div(a, b); });
+}
+Tensor& add_(Tensor& self, double other) { return add_(self, scalar_like(self, other)); }
+Tensor& mul_(Tensor& self, double other) { return mul_(self, scalar_like(self, other)); }
+
+}  // namespace nabla

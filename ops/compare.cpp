@@ -1,0 +1,80 @@
+// Comparisons and logical ops. Outputs are bool and carry no autograd history.
+#include "ops/compare.h"
+
+#include "ops/kernel_helpers.h"
+
+namespace nabla {
+namespace {
+
+template <class F>
+Tensor compare(const char* op, const Tensor& a, const Tensor& b, F&& f) {
+  kernels::check_same_dtype(op, a, b);
+  Tensor y = empty(broadcast_shapes(op, a.shape(), b.shape()), kBool);
+  std::array<Shape, 3> st = {y.strides(), broadcast_strides(a.shape(), a.strides(), y.shape()),
+                             broadcast_strides(b.shape(), b.strides(), y.shape())};
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    bool* yp = y.data_ptr<bool>();
+    const T* ap = a.data_ptr<T>();
+    const T* bp = b.data_ptr<T>();
+    strided_for_each<3>(
+        y.shape(), st, 1,
+        [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {
+          for (int64_t i = 0; i < n; ++i)
+            yp[o[0] + i * s[0]] = f(ap[o[1] + i * s[1]], bp[o[2] + i * s[2]]);
+        });
+  });
+  return y;
+}
+
+Tensor scalar_for(const Tensor& a, double b) { return scalar_tensor(b, a.dtype()); }
+
+void check_bool(const char* op, const Tensor& t) {
+  if (t.dtype() != kBool)
+    throw DTypeError(fmt::format("{}: expects bool tensors, got {} {}", op, dtype_name(t.dtype()),
+                                 shape_str(t.shape())));
+}
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare("eq", a, b, [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare("ne", a, b, [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare("lt", a, b, [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare("le", a, b, [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare("gt", a, b, [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
+}
+Tensor eq(const Tensor& a, double b) { return eq(a, scalar_for(a, b)); }
+Tensor ne(const Tensor& a, double b) { return ne(a, scalar_for(a, b)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, scalar_for(a, b)); }
+Tensor le(const Tensor& a, double b) { return le(a, scalar_for(a, b)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, scalar_for(a, b)); }
+Tensor ge(const Tensor& a, double b) { return ge(a, scalar_for(a, b)); }
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  check_bool("logical_and", a);
+  check_bool("logical_and", b);
+  return compare("logical_and", a, b, [](auto x, auto y) { return x && y; });
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  check_bool("logical_or", a);
+  check_bool("logical_or", b);
+  return compare("logical_or", a, b, [](auto x, auto y) { return x || y; });
+}
+Tensor logical_not(const Tensor& a) {
+  check_bool("logical_not", a);
+  return compare("logical_not", a, scalar_tensor(0, kBool), [](auto x, auto) { return !x; });
+}
+
+}  // namespace nabla

@@ -1,0 +1,136 @@
+// matmul. Transposed operands are passed to BLAS as transpose flags, never copied; only a
+// layout BLAS cannot express (e.g. a slice with a step in both dims) is made contiguous first.
+#include "ops/linalg.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "core/strided_loop.h"
+#include "ops/gemm.h"
+
+namespace nabla {
+namespace {
+
+struct BlasOperand {
+  bool trans;
+  int64_t ld;
+};
+
+// How BLAS can read a (rows x cols) matrix with strides (rs, cs), if it can.
+std::optional<BlasOperand> blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (cols == 1) cs = 1;
+  if (rows == 1) rs = std::max<int64_t>(cols, 1);
+  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) return BlasOperand{false, rs};
+  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) return BlasOperand{true, cs};
+  return std::nullopt;
+}
+
+Tensor blas_ready(const Tensor& t) {
+  const int64_t nd = t.dim();
+  auto lay =
+      blas_layout(t.shape()[nd - 2], t.shape()[nd - 1], t.strides()[nd - 2], t.strides()[nd - 1]);
+  return lay ? t : t.detach().contiguous();
+}
+
+// a (..., M, K) @ b (..., K, N) -> (batch..., M, N), no autograd.
+Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = blas_ready(a_in), b = blas_ready(b_in);
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  Shape a_batch(a.shape().begin(), a.shape().end() - 2);
+  Shape b_batch(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes("matmul", a_batch, b_batch);
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor c = K == 0 ? zeros(out_shape, a.dtype()) : empty(out_shape, a.dtype());
+  const int64_t nbatch = shape_numel(batch);
+  if (K == 0 || M == 0 || N == 0 || nbatch == 0) return c;
+
+  Shape a_bst =
+      broadcast_strides(a_batch, Shape(a.strides().begin(), a.strides().end() - 2), batch);
+  Shape b_bst =
+      broadcast_strides(b_batch, Shape(b.strides().begin(), b.strides().end() - 2), batch);
+  const BlasOperand la = *blas_layout(M, K, a.stride(-2), a.stride(-1));
+  const BlasOperand lb = *blas_layout(K, N, b.stride(-2), b.stride(-1));
+  const Shape batch_contig = contiguous_strides(batch);
+
+  dispatch_float(a.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* ap = a.data_ptr<T>();
+    const T* bp = b.data_ptr<T>();
+    T* cp = c.data_ptr<T>();
+    auto run = [&](int64_t i) {
+      int64_t ao = 0, bo = 0, rem = i;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        int64_t idx = rem / batch_contig[d];
+        rem %= batch_contig[d];
+        ao += idx * a_bst[d];
+        bo += idx * b_bst[d];
+      }
+      blas::gemm<T>(la.trans, lb.trans, M, N, K, T(1), ap + ao, la.ld, bp + bo, lb.ld, T(0),
+                    cp + i * M * N, N);
+    };
+    // Many small products: one per thread with single-threaded BLAS (OpenBLAS runs serially
+    // inside an OpenMP region). Large ones: one at a time with threaded BLAS.
+    if (nbatch > 1 && M * N * K < (1 << 18)) {
+      parallel_for(nbatch, M * N * K, [&](int64_t b0, int64_t e0) {
+        for (int64_t i = b0; i < e0; ++i) run(i);
+      });
+    } else {
+      for (int64_t i = 0; i < nbatch; ++i) run(i);
+    }
+  });
+  return c;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// matmul (both operands at least 2-D)
+//   forward:   y = a @ b                      a (..., M, K), b (..., K, N) -> (batch..., M, N)
+//   backward:  grad_a = grad @ b^T, grad_b = a^T @ grad   (batch dims summed by the engine)
+//              saves b if a needs grad, a if b needs grad
+static Tensor matmul_nd(const Tensor& a, const Tensor& b);
+
+struct MatmulBackward final : Node {
+  SavedTensor a{this}, b{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {needs_input_grad(0) ? matmul_nd(grad, b.get().mT()) : Tensor(),
+            needs_input_grad(1) ? matmul_nd(a.get().mT(), grad) : Tensor()};
+  }
+  const char* name() const override { return "MatmulBackward"; }
+};
+
+static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  Tensor y = matmul_kernel(a, b);
+  if (auto node = make_node<MatmulBackward>({&a, &b})) {
+    if (node->needs_input_grad(0)) node->b.save(b);
+    if (node->needs_input_grad(1)) node->a.save(a);
+    set_history(y, node);
+  }
+  return y;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw DTypeError(fmt::format("matmul: dtype mismatch, {} {} vs {} {}", dtype_name(a.dtype()),
+                                 shape_str(a.shape()), dtype_name(b.dtype()),
+                                 shape_str(b.shape())));
+  if (a.dim() == 0 || b.dim() == 0)
+    throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} and {}",
+                                 shape_str(a.shape()), shape_str(b.shape())));
+  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  if (ka != kb)
+    throw ShapeError(fmt::format("matmul: shapes {} and {} are not aligned ({} != {})",
+                                 shape_str(a.shape()), shape_str(b.shape()), ka, kb));
+  if (a.dim() == 1 && b.dim() == 1) return matmul_nd(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (a.dim() == 1) return matmul_nd(a.unsqueeze(0), b).squeeze(-2);
+  if (b.dim() == 1) return matmul_nd(a, b.unsqueeze(1)).squeeze(-1);
+  return matmul_nd(a, b);
+}
+
+}  // namespace nabla

@@ -1,0 +1,79 @@
+#include "ops/reduce.h"
+
+#include <fmt/format.h>
+
+#include "core/autograd.h"
+#include "core/broadcast.h"
+#include "core/error.h"
+#include "ops/arithmetic.h"
+
+namespace nabla {
+
+Shape reduced_keepdim_shape(const char* op, const Shape& shape, const std::vector<int64_t>& dims) {
+  const auto nd = static_cast<int64_t>(shape.size());
+  Shape out = shape;
+  if (dims.empty()) return Shape(shape.size(), 1);
+  std::vector<bool> seen(shape.size(), false);
+  for (int64_t d : dims) {
+    if (nd == 0 && (d == 0 || d == -1)) continue;  // a 0-d tensor reduces over "dim 0"
+    auto i = static_cast<size_t>(normalize_dim(op, d, nd));
+    if (seen[i]) throw ShapeError(fmt::format("{}: dim {} appears twice", op, d));
+    seen[i] = true;
+    out[i] = 1;
+  }
+  return out;
+}
+
+Shape squeeze_reduced(const Shape& keepdim_shape, const Shape& input_shape,
+                      const std::vector<int64_t>& dims) {
+  const auto nd = static_cast<int64_t>(input_shape.size());
+  std::vector<bool> reduced(input_shape.size(), dims.empty());
+  for (int64_t d : dims)
+    if (nd > 0) reduced[static_cast<size_t>(d < 0 ? d + nd : d)] = true;
+  Shape out;
+  for (size_t i = 0; i < keepdim_shape.size(); ++i)
+    if (!reduced[i]) out.push_back(keepdim_shape[i]);
+  return out;
+}
+
+// ----------------------------------------------------------------------------
+// sum
+//   forward:   y = sum of x over dims (all dims if none given)
+//   backward:  grad_x = grad (with the reduced dims restored as size 1) expanded to x.shape
+struct SumBackward final : Node {
+  Shape input_shape, keepdim_shape;
+  SumBackward(Shape in, Shape kd) : input_shape(std::move(in)), keepdim_shape(std::move(kd)) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {grad.reshape(keepdim_shape).expand(input_shape)};
+  }
+  const char* name() const override { return "SumBackward"; }
+};
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Shape kd = reduced_keepdim_shape("sum", x.shape(), dims);
+  Tensor y = sum_to_kernel(x, kd);
+  if (!keepdim) {
+    Shape out = squeeze_reduced(kd, x.shape(), dims);
+    y.impl().shape = out;  // same elements in the same order: drop the size-1 dims
+    y.impl().strides = contiguous_strides(out);
+  }
+  if (auto node = make_node<SumBackward>({&x}, x.shape(), kd)) set_history(y, node);
+  return y;
+}
+
+Tensor sum(const Tensor& x) { return sum(x, {}, false); }
+
+// ----------------------------------------------------------------------------
+// mean: sum / count (composite; its backward comes from sum's and div's)
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (!is_floating(x.dtype()))
+    throw DTypeError(fmt::format("mean: expects a floating tensor, got {}", dtype_name(x.dtype())));
+  Shape kd = reduced_keepdim_shape("mean", x.shape(), dims);
+  const int64_t count = x.numel() / std::max<int64_t>(shape_numel(kd), 1);
+  // NOTE: a mean over zero elements is NaN, as in PyTorch.
+  return div(sum(x, dims, keepdim), static_cast<double>(count));
+}
+
+Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+
+}  // namespace nabla

@@ -1,0 +1,181 @@
+// Elementwise math. Each backward is written with ops, so gradients of gradients work.
+#include "ops/unary.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "ops/arithmetic.h"
+#include "ops/compare.h"
+#include "ops/kernel_helpers.h"
+
+namespace nabla {
+
+// ----------------------------------------------------------------------------
+// exp
+//   forward:   y = e^x
+//   backward:  grad_x = grad * y      saves the output y
+struct ExpBackward final : Node {
+  SavedTensor y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override { return {mul(grad, y.get())}; }
+  const char* name() const override { return "ExpBackward"; }
+};
+
+Tensor exp(const Tensor& x) {
+  Tensor y = kernels::map_float("exp", x, [](auto v) { return std::exp(v); });
+  if (auto node = make_node<ExpBackward>({&x})) {
+    node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// log
+//   forward:   y = ln x
+//   backward:  grad_x = grad / x      saves x
+struct LogBackward final : Node {
+  SavedTensor x{this};
+  std::vector<Tensor> backward(const Tensor& grad) override { return {div(grad, x.get())}; }
+  const char* name() const override { return "LogBackward"; }
+};
+
+Tensor log(const Tensor& x) {
+  Tensor y = kernels::map_float("log", x, [](auto v) { return std::log(v); });
+  if (auto node = make_node<LogBackward>({&x})) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// sqrt
+//   forward:   y = sqrt(x)
+//   backward:  grad_x = grad / (2 y)      saves the output y
+struct SqrtBackward final : Node {
+  SavedTensor y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {div(grad, mul(y.get(), 2.0))};
+  }
+  const char* name() const override { return "SqrtBackward"; }
+};
+
+Tensor sqrt(const Tensor& x) {
+  Tensor y = kernels::map_float("sqrt", x, [](auto v) { return std::sqrt(v); });
+  if (auto node = make_node<SqrtBackward>({&x})) {
+    node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// sign
+//   forward:   y = -1, 0 or 1
+//   backward:  grad_x = 0
+struct SignBackward final : Node {
+  std::vector<Tensor> backward(const Tensor& grad) override { return {zeros_like(grad)}; }
+  const char* name() const override { return "SignBackward"; }
+};
+
+Tensor sign(const Tensor& x) {
+  Tensor y = kernels::map_unary<false>("sign", x, [](auto v) {
+    using T = decltype(v);
+    return static_cast<T>((T(0) < v) - (v < T(0)));
+  });
+  if (auto node = make_node<SignBackward>({&x})) set_history(y, node);
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// abs
+//   forward:   y = |x|
+//   backward:  grad_x = grad * sign(x)      saves x (the subgradient at 0 is 0, as in PyTorch)
+struct AbsBackward final : Node {
+  SavedTensor x{this};
+  std::vector<Tensor> backward(const Tensor& grad) override { return {mul(grad, sign(x.get()))}; }
+  const char* name() const override { return "AbsBackward"; }
+};
+
+Tensor abs(const Tensor& x) {
+  Tensor y = kernels::map_unary<false>("abs", x, [](auto v) { return v < 0 ? -v : v; });
+  if (auto node = make_node<AbsBackward>({&x})) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// tanh
+//   forward:   y = tanh(x)
+//   backward:  grad_x = grad * (1 - y^2)      saves the output y (cheaper than x)
+struct TanhBackward final : Node {
+  SavedTensor y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor yv = y.get();
+    return {mul(grad, sub(scalar_tensor(1.0, yv.dtype()), mul(yv, yv)))};
+  }
+  const char* name() const override { return "TanhBackward"; }
+};
+
+Tensor tanh(const Tensor& x) {
+  Tensor y = kernels::map_float("tanh", x, [](auto v) { return std::tanh(v); });
+  if (auto node = make_node<TanhBackward>({&x})) {
+    node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// sigmoid
+//   forward:   y = 1 / (1 + e^-x)   (NOTE: evaluated as e^x / (1 + e^x) for x < 0: no overflow)
+//   backward:  grad_x = grad * y * (1 - y)      saves the output y
+struct SigmoidBackward final : Node {
+  SavedTensor y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor yv = y.get();
+    return {mul(grad, mul(yv, sub(scalar_tensor(1.0, yv.dtype()), yv)))};
+  }
+  const char* name() const override { return "SigmoidBackward"; }
+};
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor y = kernels::map_float("sigmoid", x, [](auto v) {
+    using T = decltype(v);
+    if (v >= 0) return T(1) / (T(1) + std::exp(-v));
+    T e = std::exp(v);
+    return e / (T(1) + e);
+  });
+  if (auto node = make_node<SigmoidBackward>({&x})) {
+    node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// relu
+//   forward:   y = max(x, 0)
+//   backward:  grad_x = grad * (y > 0)      saves the output y
+struct ReluBackward final : Node {
+  SavedTensor y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor yv = y.get();
+    return {mul(grad, gt(yv, 0.0).to(yv.dtype()))};
+  }
+  const char* name() const override { return "ReluBackward"; }
+};
+
+Tensor relu(const Tensor& x) {
+  Tensor y =
+      kernels::map_unary<false>("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  if (auto node = make_node<ReluBackward>({&x})) {
+    node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace nabla

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs, with apt, only the Debian packages nabla needs that are missing. Idempotent: on a
+# machine that has everything it changes nothing and needs no network.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libopenblas-openmp-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
+  libcli11-dev libstb-dev clang-format
+)
+# Extra groups: `setup.sh --torch` adds PyTorch for fixtures and benchmarks.
+if [[ " $* " == *" --torch "* ]]; then packages+=(python3-torch python3-numpy); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
