@@ -1,0 +1,275 @@
+#include "core/io/safetensors.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace nabla::io {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; big-endian hosts would need byte swapping");
+
+namespace {
+
+using nlohmann::json;
+
+const char* dtype_code(DType dt) {
+  switch (dt) {
+    case DType::Float32:
+      return "F32";
+    case DType::Float64:
+      return "F64";
+    case DType::Int64:
+      return "I64";
+    case DType::Bool:
+      return "BOOL";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& code, DType& out) {
+  if (code == "F32")
+    out = kFloat32;
+  else if (code == "F64")
+    out = kFloat64;
+  else if (code == "I64")
+    out = kInt64;
+  else if (code == "BOOL")
+    out = kBool;
+  else
+    return false;
+  return true;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+}  // namespace
+
+const Tensor* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+const Tensor& SafetensorsFile::at(const std::string& name) const {
+  if (const Tensor* t = find(name)) return *t;
+  throw FormatError(fmt::format("{}: no tensor named '{}'", source, name));
+}
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& source) {
+  auto fail = [&](const std::string& msg) { return FormatError(source + ": " + msg); };
+  if (bytes.size() < 8)
+    throw fail(
+        fmt::format("file is {} bytes, too short for the 8-byte header length", bytes.size()));
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n > kMaxHeaderBytes)
+    throw fail(
+        fmt::format("header length {} at offset 0 exceeds the {} byte limit", n, kMaxHeaderBytes));
+  if (n > bytes.size() - 8)
+    throw fail(fmt::format("header length {} at offset 0 runs past the end of the {}-byte file", n,
+                           bytes.size()));
+  const uint64_t data_start = 8 + n;
+  const uint64_t data_size = bytes.size() - data_start;
+
+  json header;
+  try {
+    header = json::parse(bytes.begin() + 8, bytes.begin() + static_cast<int64_t>(data_start));
+  } catch (const json::parse_error& e) {
+    throw fail(fmt::format("header JSON is invalid (byte {} of the header, file offset {}): {}",
+                           e.byte, 8 + e.byte, e.what()));
+  }
+  if (!header.is_object()) throw fail("header JSON is not an object");
+
+  SafetensorsFile file;
+  file.source = source;
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) throw fail("__metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string())
+          throw fail(fmt::format("__metadata__ value for '{}' is not a string", m.key()));
+        file.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& what) {
+      return fail(fmt::format("tensor '{}': {}", name, what));
+    };
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+        !v.contains("data_offsets"))
+      throw bad("entry needs dtype, shape and data_offsets");
+    Entry e;
+    e.name = name;
+    if (!v["dtype"].is_string() || !parse_dtype(v["dtype"].get<std::string>(), e.dtype))
+      throw bad(
+          fmt::format("unsupported dtype {} (nabla reads F32, F64, I64, BOOL)", v["dtype"].dump()));
+    if (!v["shape"].is_array()) throw bad("shape is not an array");
+    uint64_t numel = 1;
+    for (const json& d : v["shape"]) {
+      if (!d.is_number_unsigned())
+        throw bad(fmt::format("shape entry {} is not a non-negative integer", d.dump()));
+      auto dim = d.get<uint64_t>();
+      if (dim > static_cast<uint64_t>(INT64_MAX) || (dim != 0 && numel > UINT64_MAX / dim))
+        throw bad("shape overflows");
+      numel *= dim;
+      e.shape.push_back(static_cast<int64_t>(dim));
+    }
+    const json& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
+      throw bad("data_offsets must be two non-negative integers");
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end)
+      throw bad(fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
+    if (e.end > data_size)
+      throw bad(
+          fmt::format("data_offsets [{}, {}] (file offsets {}..{}) run past the end of the "
+                      "{}-byte data section",
+                      e.begin, e.end, data_start + e.begin, data_start + e.end, data_size));
+    const uint64_t elem = dtype_size(e.dtype);
+    if (numel > UINT64_MAX / elem) throw bad("byte size overflows");
+    if (e.end - e.begin != numel * elem)
+      throw bad(fmt::format("{} bytes at data_offsets [{}, {}] but shape {} of {} needs {}",
+                            e.end - e.begin, e.begin, e.end, shape_str(e.shape),
+                            dtype_code(e.dtype), numel * elem));
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
+  uint64_t covered = 0;
+  for (const Entry& e : entries) {
+    if (e.begin < covered)
+      throw fail(
+          fmt::format("tensor '{}' at data_offsets [{}, {}] overlaps the previous tensor "
+                      "(which ends at {})",
+                      e.name, e.begin, e.end, covered));
+    if (e.begin > covered)
+      throw fail(fmt::format("data bytes {}..{} (file offset {}) belong to no tensor", covered,
+                             e.begin, data_start + covered));
+    covered = e.end;
+  }
+  if (covered != data_size)
+    throw fail(fmt::format("data bytes {}..{} (file offset {}) belong to no tensor", covered,
+                           data_size, data_start + covered));
+
+  // Everything is valid: allocate and copy.
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    if (e.end > e.begin)
+      std::memcpy(t.storage()->data(), bytes.data() + data_start + e.begin, e.end - e.begin);
+    if (e.dtype == kBool) {
+      const auto* p = static_cast<const uint8_t*>(t.storage()->data());
+      for (uint64_t i = 0; i < e.end - e.begin; ++i)
+        if (p[i] > 1)
+          throw fail(fmt::format("tensor '{}': byte {} (file offset {}) is not a valid bool",
+                                 e.name, i, data_start + e.begin + i));
+    }
+    file.tensors.emplace_back(e.name, t);
+  }
+  return file;
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IOError(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw IOError(fmt::format("{}: read error", path));
+  return parse_safetensors(ss.str(), path);
+}
+
+std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata) {
+  json header = json::object();
+  uint64_t offset = 0;
+  std::vector<Tensor> payload;
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__") throw ValueError("save_safetensors: '__metadata__' is reserved");
+    if (header.contains(name))
+      throw ValueError(fmt::format("save_safetensors: duplicate tensor name '{}'", name));
+    Tensor c = t.detach().contiguous();
+    const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * dtype_size(c.dtype());
+    header[name] = {{"dtype", dtype_code(c.dtype())},
+                    {"shape", c.shape()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+    payload.push_back(c);
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');  // align the data section to 8 bytes
+  std::string out(8, '\0');
+  const uint64_t n = h.size();
+  std::memcpy(out.data(), &n, 8);
+  out += h;
+  out.reserve(out.size() + offset);
+  for (const Tensor& c : payload)
+    out.append(static_cast<const char*>(c.storage()->data()) +
+                   c.offset() * static_cast<int64_t>(dtype_size(c.dtype())),
+               static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  return out;
+}
+
+void atomic_write(const std::string& path, const std::string& bytes) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IOError(fmt::format("{}: cannot create ({})", tmp, std::strerror(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw IOError(
+          fmt::format("{}: write failed at offset {} ({})", tmp, done, std::strerror(err)));
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw IOError(fmt::format("{}: fsync/close failed ({})", tmp, std::strerror(err)));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw IOError(fmt::format("{}: rename from {} failed ({})", path, tmp, std::strerror(err)));
+  }
+  // Persist the rename itself.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  if (dir.empty()) dir = "/";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const Metadata& metadata) {
+  atomic_write(path, serialize_safetensors(tensors, metadata));
+}
+
+}  // namespace nabla::io
