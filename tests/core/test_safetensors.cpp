@@ -1,0 +1,161 @@
+// safetensors: bit-exact round trips, and strict rejection of malformed files (each error is a
+// FormatError that names the problem).
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/io/safetensors.h"
+#include "tests/helpers.h"
+
+using namespace nabla;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string header_file(const std::string& json, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + json + data;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("nabla_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+}  // namespace
+
+TEST_CASE("safetensors round trip is bit-exact for every dtype", "[core][io]") {
+  Generator g(3);
+  io::NamedTensors in = {
+      {"f32", randn({3, 4}, g)},
+      {"f64", randn({2, 5}, g, kFloat64)},
+      {"i64", randint(-100, 100, {7}, g)},
+      {"b", gt(randn({2, 2}, g), 0.0)},
+      {"scalar", scalar_tensor(1.5)},
+      {"empty", zeros({0, 3})},
+      {"view", randn({4, 3}, g).t()},  // non-contiguous: saved as its logical contents
+  };
+  const std::string path = temp_path("roundtrip.safetensors");
+  io::save_safetensors(path, in, {{"step", "12"}});
+  io::SafetensorsFile f = io::load_safetensors(path);
+  CHECK(f.metadata.at("step") == "12");
+  REQUIRE(f.tensors.size() == in.size());
+  for (const auto& [name, t] : in) {
+    INFO(name);
+    const Tensor& back = f.at(name);
+    CHECK(back.dtype() == t.dtype());
+    CHECK(back.shape() == t.shape());
+    Tensor a = t.contiguous(), b = back.contiguous();
+    CHECK(std::memcmp(static_cast<char*>(a.storage()->data()) + a.offset() * static_cast<int64_t>(dtype_size(a.dtype())),
+                      b.storage()->data(),
+                      static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) == 0);
+  }
+  std::filesystem::remove(path);
+  CHECK_THROWS_WITH(f.at("nope"), Contains("nope"));
+}
+
+TEST_CASE("atomic_write replaces the file and leaves no temp file behind", "[core][io]") {
+  const std::string path = temp_path("atomic.safetensors");
+  io::save_safetensors(path, {{"a", ones({2})}});
+  io::save_safetensors(path, {{"a", zeros({3})}});
+  CHECK(io::load_safetensors(path).at("a").shape() == Shape{3});
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    CHECK(e.path().string().find(path + ".tmp") == std::string::npos);
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(io::save_safetensors("/nonexistent-dir/x.safetensors", {{"a", ones({1})}}),
+                  IOError);
+  CHECK_THROWS_WITH(io::load_safetensors("/nonexistent-dir/x.safetensors"),
+                    Contains("/nonexistent-dir/x.safetensors"));
+}
+
+TEST_CASE("malformed safetensors files are rejected with a FormatError naming the problem",
+          "[core][io]") {
+  const std::string good = io::serialize_safetensors({{"w", ones({2, 2})}, {"b", ones({2})}});
+  const std::string d16(16, '\0'), d8(8, '\0');
+  struct Case {
+    const char* what;
+    std::string bytes;
+    const char* expect;
+  };
+  std::string huge(8, '\0');
+  uint64_t big = 1ull << 40;
+  std::memcpy(huge.data(), &big, 8);
+  std::string past(8, '\0');
+  uint64_t n100 = 100;
+  std::memcpy(past.data(), &n100, 8);
+  past += "{}";
+  const std::vector<Case> cases = {
+      {"empty file", "", "too short"},
+      {"truncated length", good.substr(0, 5), "too short"},
+      {"huge header length", huge + "{}", "exceeds"},
+      {"header past end", past, "past the end"},
+      {"truncated header", good.substr(0, 20), "past the end"},
+      {"truncated data", good.substr(0, good.size() - 3), "past the end"},
+      {"bad JSON", header_file("{\"w\": {", ""), "JSON"},
+      {"JSON not an object", header_file("[1, 2]", ""), "not an object"},
+      {"entry not an object", header_file("{\"w\": 3}", ""), "needs dtype"},
+      {"missing dtype",
+       header_file(R"({"w": {"shape": [2], "data_offsets": [0, 8]}})", d8), "needs dtype"},
+      {"unknown dtype",
+       header_file(R"({"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}})", "abcd"),
+       "unsupported dtype"},
+      {"dtype not a string",
+       header_file(R"({"w": {"dtype": 5, "shape": [2], "data_offsets": [0, 8]}})", d8),
+       "unsupported dtype"},
+      {"negative shape",
+       header_file(R"({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", d8),
+       "shape entry"},
+      {"shape not an array",
+       header_file(R"({"w": {"dtype": "F32", "shape": 2, "data_offsets": [0, 8]}})", d8),
+       "not an array"},
+      {"shape overflow",
+       header_file(
+           R"({"w": {"dtype": "F64", "shape": [4294967296, 4294967296, 16], "data_offsets": [0, 8]}})",
+           d8),
+       "overflow"},
+      {"byte count mismatch",
+       header_file(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", d8),
+       "needs 12"},
+      {"offsets reversed",
+       header_file(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", d8),
+       "reversed"},
+      {"offsets out of range",
+       header_file(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", d8),
+       "past the end"},
+      {"offsets malformed",
+       header_file(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", d8),
+       "two non-negative"},
+      {"overlapping tensors",
+       header_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                       "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                   std::string(12, '\0')),
+       "overlaps"},
+      {"hole in data",
+       header_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})", d16),
+       "belong to no tensor"},
+      {"trailing bytes",
+       header_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", d16),
+       "belong to no tensor"},
+      {"metadata not strings", header_file(R"({"__metadata__": {"k": 1}})", ""), "not a string"},
+      {"invalid bool byte",
+       header_file(R"({"m": {"dtype": "BOOL", "shape": [2], "data_offsets": [0, 2]}})",
+                   std::string("\x01\x07", 2)),
+       "not a valid bool"},
+  };
+  CHECK(cases.size() >= 20);
+  for (const Case& c : cases) {
+    INFO(c.what);
+    CHECK_THROWS_AS(io::parse_safetensors(c.bytes, "bad.safetensors"), FormatError);
+    CHECK_THROWS_WITH(io::parse_safetensors(c.bytes, "bad.safetensors"),
+                      Contains("bad.safetensors") && Contains(c.expect));
+  }
+  // Every truncation of a valid file is rejected cleanly.
+  for (size_t len = 0; len < good.size(); ++len)
+    CHECK_THROWS_AS(io::parse_safetensors(good.substr(0, len), "t.safetensors"), FormatError);
+  CHECK_NOTHROW(io::parse_safetensors(good, "good.safetensors"));
+}
