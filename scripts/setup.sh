@@ -7,6 +7,9 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-openmp-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
   libcli11-dev libstb-dev clang-format
+  dataset-fashion-mnist
+  fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-br fortunes-cs fortunes-pl
+  fortunes-ru
 )
 # Extra groups: `setup.sh --torch` adds PyTorch for fixtures and benchmarks.
 if [[ " $* " == *" --torch "* ]]; then packages+=(python3-torch python3-numpy); fi

@@ -32,12 +32,9 @@ std::string temp_path(const std::string& name) {
 TEST_CASE("safetensors round trip is bit-exact for every dtype", "[core][io]") {
   Generator g(3);
   io::NamedTensors in = {
-      {"f32", randn({3, 4}, g)},
-      {"f64", randn({2, 5}, g, kFloat64)},
-      {"i64", randint(-100, 100, {7}, g)},
-      {"b", gt(randn({2, 2}, g), 0.0)},
-      {"scalar", scalar_tensor(1.5)},
-      {"empty", zeros({0, 3})},
+      {"f32", randn({3, 4}, g)},           {"f64", randn({2, 5}, g, kFloat64)},
+      {"i64", randint(-100, 100, {7}, g)}, {"b", gt(randn({2, 2}, g), 0.0)},
+      {"scalar", scalar_tensor(1.5)},      {"empty", zeros({0, 3})},
       {"view", randn({4, 3}, g).t()},  // non-contiguous: saved as its logical contents
   };
   const std::string path = temp_path("roundtrip.safetensors");
@@ -51,7 +48,8 @@ TEST_CASE("safetensors round trip is bit-exact for every dtype", "[core][io]") {
     CHECK(back.dtype() == t.dtype());
     CHECK(back.shape() == t.shape());
     Tensor a = t.contiguous(), b = back.contiguous();
-    CHECK(std::memcmp(static_cast<char*>(a.storage()->data()) + a.offset() * static_cast<int64_t>(dtype_size(a.dtype())),
+    CHECK(std::memcmp(static_cast<char*>(a.storage()->data()) +
+                          a.offset() * static_cast<int64_t>(dtype_size(a.dtype())),
                       b.storage()->data(),
                       static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) == 0);
   }
@@ -99,8 +97,8 @@ TEST_CASE("malformed safetensors files are rejected with a FormatError naming th
       {"bad JSON", header_file("{\"w\": {", ""), "JSON"},
       {"JSON not an object", header_file("[1, 2]", ""), "not an object"},
       {"entry not an object", header_file("{\"w\": 3}", ""), "needs dtype"},
-      {"missing dtype",
-       header_file(R"({"w": {"shape": [2], "data_offsets": [0, 8]}})", d8), "needs dtype"},
+      {"missing dtype", header_file(R"({"w": {"shape": [2], "data_offsets": [0, 8]}})", d8),
+       "needs dtype"},
       {"unknown dtype",
        header_file(R"({"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}})", "abcd"),
        "unsupported dtype"},
