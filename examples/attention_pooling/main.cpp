@@ -7,10 +7,13 @@
 // error of both estimators on a clean test grid.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
+#include "examples/common/plot.h"
 #include "nabla.h"
 
 using namespace nabla;
@@ -35,10 +38,22 @@ Tensor pool(const Tensor& queries, const Tensor& keys, const Tensor& values, con
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{"Nadaraya-Watson attention pooling (non-parametric vs parametric)"};
+  int epochs = 5;
+  double lr = 0.5;
+  uint64_t seed = 2026;
+  std::string out_dir = "runs/attention_pooling";
+  app.add_option("--epochs", epochs, "SGD epochs for the parametric width w");
+  app.add_option("--lr", lr, "learning rate");
+  app.add_option("--seed", seed, "data seed");
+  app.add_option("--out", out_dir, "directory for the PNG figures");
+  CLI11_PARSE(app, argc, argv);
+  std::filesystem::create_directories(out_dir);
+
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n_train = 50, n_test = 50;
-  Generator gen(2026);
+  Generator gen(seed);
   // Training inputs: sorted uniform samples on [0, 5); targets with N(0, 0.5^2) noise.
   std::vector<double> xs = rand({n_train}, gen, kFloat64).to_vector<double>();
   for (double& x : xs) x *= 5;
@@ -64,20 +79,20 @@ int main() {
   Tensor k_train = from_vector(keys, {n_train, n_train - 1});
   Tensor v_train = from_vector(values, {n_train, n_train - 1});
 
-  auto test_mse = [&](const Tensor& w) {
+  auto predict = [&](const Tensor& w) {
     NoGradGuard no_grad;
-    Tensor pred = pool(x_test, x_train.expand({n_test, n_train}),
-                       y_train.expand({n_test, n_train}), w);
-    return mean(pow(sub(pred, y_test), 2.0)).item<double>();
+    return pool(x_test, x_train.expand({n_test, n_train}), y_train.expand({n_test, n_train}), w);
+  };
+  auto test_mse = [&](const Tensor& w) {
+    return mean(pow(sub(predict(w), y_test), 2.0)).item<double>();
   };
   const double mse_nonparametric = test_mse(Tensor());
 
   Tensor w = ones({1}, kFloat64).requires_grad_();
-  const double lr = 0.5;
   double loss_first = 0, loss_last = 0;
   fmt::print("Nadaraya-Watson attention pooling: {} training points, parametric width w\n",
              n_train);
-  for (int epoch = 1; epoch <= 5; ++epoch) {
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
     Tensor pred = pool(x_train, k_train, v_train, w);
     Tensor loss = mul(sum(pow(sub(pred, y_train), 2.0)), 0.5);
     w.set_grad(Tensor());
@@ -96,6 +111,29 @@ int main() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("test MSE against the clean curve: non-parametric {:.4f}, parametric {:.4f}\n",
              mse_nonparametric, mse_parametric);
+
+  // Figures: the two fits against the truth, and the parametric attention matrix
+  // (rows: test queries, columns: training keys sorted by x; a sharp diagonal = local averaging).
+  viz::Series truth_s{"truth", test_x, test_y, viz::kPalette[0]};
+  viz::Series np_s{"non-parametric", test_x, predict(Tensor()).to_vector<double>(),
+                   viz::kPalette[1]};
+  viz::Series p_s{"parametric", test_x, predict(w.detach()).to_vector<double>(), viz::kPalette[2]};
+  viz::Series data_s{"training data", xs, ys, viz::kPalette[3], true};
+  data_s.color = {150, 150, 150};
+  data_s.lines = false;
+  viz::line_plot(out_dir + "/fit.png", {truth_s, np_s, p_s, data_s},
+                 {"Nadaraya-Watson attention pooling", "x", "y"});
+  {
+    NoGradGuard no_grad;
+    Tensor diff = mul(sub(x_test.unsqueeze(1), x_train.expand({n_test, n_train})), w.detach());
+    Tensor attn = softmax_last(mul(mul(diff, diff), -0.5));
+    std::vector<std::vector<double>> rows;
+    auto flat = attn.to_vector<double>();
+    for (int64_t i = 0; i < n_test; ++i)
+      rows.emplace_back(flat.begin() + i * n_train, flat.begin() + (i + 1) * n_train);
+    viz::heatmap(out_dir + "/attention.png", rows, "attention weights (queries x keys)");
+  }
+  fmt::print("wrote {}/fit.png and {}/attention.png\n", out_dir, out_dir);
   fmt::print(
       "RESULT example=attention_pooling loss_first={:.6f} loss_last={:.6f} w={:.4f} "
       "test_mse_nonparametric={:.6f} test_mse_parametric={:.6f} train_s={:.3f}\n",

@@ -1,0 +1,39 @@
+// Terminal progress for the example trainers: a one-line bar with loss, accuracy, throughput and
+// ETA (redrawn in place on a terminal, printed every `every` steps otherwise), and a metrics CSV.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace nabla::examples {
+
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, int64_t total_steps, int64_t every = 50);
+  // items: samples processed in this step (for throughput).
+  void update(int64_t step, const std::map<std::string, double>& metrics, int64_t items);
+  void finish();
+
+ private:
+  std::string label_;
+  int64_t total_, every_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  int64_t items_ = 0;
+};
+
+class CsvLogger {
+ public:
+  CsvLogger(std::string path, std::vector<std::string> columns, bool append = false);
+  void row(const std::vector<double>& values);
+
+ private:
+  std::string path_;
+  size_t ncols_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0);
+
+}  // namespace nabla::examples
