@@ -1,0 +1,221 @@
+// layer_norm. x (..., *normalized_shape) is viewed as (M rows, N normalised elements). Row
+// statistics are computed in double with two passes (the mean, then the squared deviations from
+// it), so float32 inputs with a large mean and a tiny spread (mean 1e4, std 1e-2) lose nothing;
+// mean and rstd are saved in double for the backward.
+#include "ops/layer_norm.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "ops/arithmetic.h"
+#include "ops/reduce.h"
+
+namespace nabla {
+namespace {
+
+void check_param(const Tensor& x, const Tensor& p, const Shape& ns, const char* what) {
+  if (!p.defined()) return;
+  if (p.dtype() != x.dtype())
+    throw DTypeError(fmt::format("layer_norm: {} has dtype {} but x is {}", what,
+                                 dtype_name(p.dtype()), dtype_name(x.dtype())));
+  if (p.shape() != ns)
+    throw ShapeError(fmt::format("layer_norm: {} {} must have normalized_shape {}", what,
+                                 shape_str(p.shape()), shape_str(ns)));
+}
+
+// Validates the arguments; returns N, the number of normalised elements per row.
+int64_t check_layer_norm(const Tensor& x, const Shape& ns, const Tensor& w, const Tensor& b,
+                         double eps) {
+  if (!is_floating(x.dtype()))
+    throw DTypeError(fmt::format("layer_norm: x must be float32 or float64, got {} {}",
+                                 dtype_name(x.dtype()), shape_str(x.shape())));
+  const size_t k = ns.size();
+  const bool ok = k >= 1 && k <= x.shape().size() &&
+                  std::equal(ns.begin(), ns.end(), x.shape().end() - static_cast<int64_t>(k));
+  if (!ok)
+    throw ShapeError(fmt::format(
+        "layer_norm: normalized_shape {} must be non-empty and match the last dims of x {}",
+        shape_str(ns), shape_str(x.shape())));
+  check_param(x, w, ns, "weight");
+  check_param(x, b, ns, "bias");
+  if (!(eps >= 0)) throw ValueError(fmt::format("layer_norm: eps must be >= 0, got {}", eps));
+  return shape_numel(ns);
+}
+
+// The leading (not normalised) dims, and the normalised ones counted from the end.
+std::vector<int64_t> leading_dims(int64_t nd, int64_t k) {
+  std::vector<int64_t> d;
+  for (int64_t i = 0; i < nd - k; ++i) d.push_back(i);
+  return d;
+}
+std::vector<int64_t> trailing_dims(int64_t k) {
+  std::vector<int64_t> d;
+  for (int64_t i = -k; i < 0; ++i) d.push_back(i);
+  return d;
+}
+
+// Sums over the leading dims (nothing to sum when there are none).
+Tensor sum_leading(const Tensor& t, int64_t k) {
+  auto dims = leading_dims(t.dim(), k);
+  return dims.empty() ? t : sum(t, dims);
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// layer_norm
+//   forward:   mean, rstd = 1 / sqrt(var + eps) per row; xhat = (x - mean) rstd;
+//              y = xhat * w + b
+//   backward:  gy = grad * w;  grad_x = rstd (gy - mean(gy) - xhat mean(gy xhat))   (row means)
+//              grad_w = sum over rows of grad * xhat;  grad_b = sum over rows of grad
+//              saves x, weight, and mean and rstd (float64, one per row)
+struct LayerNormBackward final : Node {
+  SavedTensor x{this}, weight{this}, mean{this}, rstd{this};
+  int64_t k;  // number of normalised dims
+  double eps;
+  LayerNormBackward(int64_t nk, double e) : k(nk), eps(e) {}
+
+  // The same formulas with ops (recomputing the statistics), used under create_graph.
+  std::vector<Tensor> recorded_backward(const Tensor& grad, const Tensor& xv, const Tensor& wv) {
+    const auto dims = trailing_dims(k);
+    Tensor xc = sub(xv, nabla::mean(xv, dims, true));
+    Tensor rs = pow(add(nabla::mean(mul(xc, xc), dims, true), eps), -0.5);
+    Tensor xhat = mul(xc, rs);
+    Tensor grad_x;
+    if (needs_input_grad(0)) {
+      Tensor gy = wv.defined() ? mul(grad, wv) : grad;
+      grad_x = mul(rs, sub(sub(gy, nabla::mean(gy, dims, true)),
+                           mul(xhat, nabla::mean(mul(gy, xhat), dims, true))));
+    }
+    return {grad_x, needs_input_grad(1) ? sum_leading(mul(grad, xhat), k) : Tensor(),
+            needs_input_grad(2) ? sum_leading(grad, k) : Tensor()};
+  }
+
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor xv = x.get(), wv = weight.get();
+    if (GradMode::enabled()) return recorded_backward(grad, xv, wv);
+    Tensor xc = xv.detach().contiguous(), gc = grad.contiguous();
+    Tensor wc = wv.defined() ? wv.detach().contiguous() : Tensor();
+    const int64_t N = shape_numel(Shape(xv.shape().end() - k, xv.shape().end()));
+    const int64_t M = N == 0 ? 0 : xv.numel() / N;
+    const double* mp = mean.get().data_ptr<double>();
+    const double* rp = rstd.get().data_ptr<double>();
+    Tensor grad_x = needs_input_grad(0) ? empty(xv.shape(), xv.dtype()) : Tensor();
+    Tensor grad_w, grad_b;
+    dispatch_float(xv.dtype(), "layer_norm", [&](auto tag) {
+      using T = decltype(tag);
+      const T* xp = xc.data_ptr<T>();
+      const T* gp = gc.data_ptr<T>();
+      const T* wp = wc.defined() ? wc.data_ptr<T>() : nullptr;
+      if (grad_x.defined()) {
+        T* gxp = grad_x.data_ptr<T>();
+        parallel_for(M, N * 8, [&](int64_t s, int64_t e) {
+          for (int64_t r = s; r < e; ++r) {
+            const T* xr = xp + r * N;
+            const T* gr = gp + r * N;
+            double a = 0, c = 0;  // mean(gy), mean(gy * xhat)
+            for (int64_t j = 0; j < N; ++j) {
+              const double gy = double(gr[j]) * (wp ? double(wp[j]) : 1.0);
+              a += gy;
+              c += gy * (double(xr[j]) - mp[r]) * rp[r];
+            }
+            a /= double(N);
+            c /= double(N);
+            for (int64_t j = 0; j < N; ++j) {
+              const double gy = double(gr[j]) * (wp ? double(wp[j]) : 1.0);
+              const double xhat = (double(xr[j]) - mp[r]) * rp[r];
+              gxp[r * N + j] = static_cast<T>(rp[r] * (gy - a - xhat * c));
+            }
+          }
+        });
+      }
+      if (!needs_input_grad(1) && !needs_input_grad(2)) return;
+      // Column sums over rows: each chunk of columns is owned by one thread.
+      std::vector<double> acc_w(static_cast<size_t>(N), 0.0), acc_b(static_cast<size_t>(N), 0.0);
+      parallel_for(N, M * 4, [&](int64_t s, int64_t e) {
+        for (int64_t r = 0; r < M; ++r)
+          for (int64_t j = s; j < e; ++j) {
+            const double g = double(gp[r * N + j]);
+            acc_w[static_cast<size_t>(j)] += g * (double(xp[r * N + j]) - mp[r]) * rp[r];
+            acc_b[static_cast<size_t>(j)] += g;
+          }
+      });
+      const Shape ns(xv.shape().end() - k, xv.shape().end());
+      auto to_tensor = [&](const std::vector<double>& v) {
+        Tensor t = empty(ns, xv.dtype());
+        T* p = t.data_ptr<T>();
+        for (size_t j = 0; j < v.size(); ++j) p[j] = static_cast<T>(v[j]);
+        return t;
+      };
+      if (needs_input_grad(1)) grad_w = to_tensor(acc_w);
+      if (needs_input_grad(2)) grad_b = to_tensor(acc_b);
+    });
+    return {grad_x, grad_w, grad_b};
+  }
+  const char* name() const override { return "LayerNormBackward"; }
+};
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  const int64_t N = check_layer_norm(x, normalized_shape, weight, bias, eps);
+  const int64_t M = N == 0 ? 0 : x.numel() / N;
+  Tensor xc = x.detach().contiguous();
+  Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor y = empty(x.shape(), x.dtype());
+  Tensor mean = empty({M}, kFloat64), rstd = empty({M}, kFloat64);
+  double* mp = mean.data_ptr<double>();
+  double* rp = rstd.data_ptr<double>();
+  dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = xc.data_ptr<T>();
+    const T* wp = wc.defined() ? wc.data_ptr<T>() : nullptr;
+    const T* bp = bc.defined() ? bc.data_ptr<T>() : nullptr;
+    T* yp = y.data_ptr<T>();
+    parallel_for(M, N * 8, [&](int64_t s, int64_t e) {
+      for (int64_t r = s; r < e; ++r) {
+        const T* xr = xp + r * N;
+        double mu = 0, var = 0;
+        for (int64_t j = 0; j < N; ++j) mu += double(xr[j]);
+        mu /= double(N);
+        for (int64_t j = 0; j < N; ++j) var += (double(xr[j]) - mu) * (double(xr[j]) - mu);
+        const double rs = 1.0 / std::sqrt(var / double(N) + eps);
+        mp[r] = mu;
+        rp[r] = rs;
+        for (int64_t j = 0; j < N; ++j) {
+          double v = (double(xr[j]) - mu) * rs;
+          if (wp) v *= double(wp[j]);
+          if (bp) v += double(bp[j]);
+          yp[r * N + j] = static_cast<T>(v);
+        }
+      }
+    });
+  });
+  const auto k = static_cast<int64_t>(normalized_shape.size());
+  if (auto node = make_node<LayerNormBackward>({&x, &weight, &bias}, k, eps)) {
+    node->x.save(x);
+    if (node->needs_input_grad(0)) node->weight.save(weight);
+    node->mean.save(mean);
+    node->rstd.save(rstd);
+    set_history(y, node);
+  }
+  return y;
+}
+
+Tensor layer_norm_composite(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                            const Tensor& bias, double eps) {
+  check_layer_norm(x, normalized_shape, weight, bias, eps);
+  const auto dims = trailing_dims(static_cast<int64_t>(normalized_shape.size()));
+  Tensor xc = sub(x, mean(x, dims, true));
+  Tensor y = mul(xc, pow(add(mean(mul(xc, xc), dims, true), eps), -0.5));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+}  // namespace nabla

@@ -1,0 +1,71 @@
+// linear. x's leading dims are flattened into M rows (a view when x's layout allows it) and the
+// product is one GEMM; weight^T is a transposed view, which matmul hands to BLAS as a transpose
+// flag, so neither the forward nor the backward copies weight.
+#include "ops/linear.h"
+
+#include <fmt/format.h>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "ops/arithmetic.h"
+#include "ops/linalg.h"
+#include "ops/reduce.h"
+
+namespace nabla {
+
+// ----------------------------------------------------------------------------
+// linear
+//   forward:   y2d = x2d @ W^T + b       x2d (M, in), W (out, in), b (out) -> y2d (M, out)
+//   backward:  grad_x2d = grad2d @ W,  grad_W = grad2d^T @ x2d,  grad_b = sum of grad2d's rows
+//              saves W if x needs grad, x if W needs grad
+struct LinearBackward final : Node {
+  SavedTensor x{this}, weight{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    const Shape& x_shape = input_shapes[0];
+    const int64_t in = input_shapes[1][1], out = input_shapes[1][0];
+    const int64_t M = shape_numel(Shape(x_shape.begin(), x_shape.end() - 1));
+    Tensor grad2d = grad.reshape({M, out});
+    Tensor grad_x, grad_w, grad_b;
+    if (needs_input_grad(0)) grad_x = matmul(grad2d, weight.get()).reshape(x_shape);
+    if (needs_input_grad(1)) grad_w = matmul(grad2d.t(), x.get().reshape({M, in}));
+    if (needs_input_grad(2)) grad_b = sum(grad2d, {0});
+    return {grad_x, grad_w, grad_b};
+  }
+  const char* name() const override { return "LinearBackward"; }
+};
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
+    throw DTypeError(fmt::format("linear: dtype mismatch, x {} weight {} bias {}",
+                                 dtype_name(x.dtype()), dtype_name(weight.dtype()),
+                                 bias.defined() ? dtype_name(bias.dtype()) : "none"));
+  if (!is_floating(x.dtype()))
+    throw DTypeError(
+        fmt::format("linear: expects float32 or float64, got {}", dtype_name(x.dtype())));
+  const bool bad_bias = bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0));
+  if (x.dim() == 0 || weight.dim() != 2 || x.size(-1) != weight.size(1) || bad_bias)
+    throw ShapeError(fmt::format(
+        "linear: expected x (..., in), weight (out, in), bias (out,); got x {}, weight {}, bias {}",
+        shape_str(x.shape()), shape_str(weight.shape()),
+        bias.defined() ? shape_str(bias.shape()) : "none"));
+  const int64_t in = weight.size(1), out = weight.size(0);
+  Shape y_shape(x.shape().begin(), x.shape().end() - 1);
+  const int64_t M = shape_numel(y_shape);
+  y_shape.push_back(out);
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = matmul(x.detach().reshape({M, in}), weight.detach().t());  // (M, out), contiguous
+    if (bias.defined()) add_(y, bias.detach());
+  }
+  y.impl().shape = y_shape;  // same elements in the same order: (M, out) -> (..., out)
+  y.impl().strides = contiguous_strides(y_shape);
+  if (auto node = make_node<LinearBackward>({&x, &weight, &bias})) {
+    if (node->needs_input_grad(1)) node->x.save(x);
+    if (node->needs_input_grad(0)) node->weight.save(weight);
+    set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace nabla

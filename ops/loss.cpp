@@ -1,0 +1,542 @@
+// Losses. Class-indexed inputs (N, C, d1, ...) are viewed as (outer = N, C, inner = d1 * ...);
+// an unbatched (C,) input is (1, C, 1). Per-position losses and all sums are computed in double.
+// cross_entropy with index targets is fused with log_softmax and has a fused backward kernel
+// (ops under create_graph); the other backwards are written with ops, so all are differentiable.
+#include "ops/loss.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "ops/arithmetic.h"
+#include "ops/kernel_helpers.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"
+
+namespace nabla {
+namespace {
+
+struct ClassLayout {
+  int64_t outer = 1, C = 1, inner = 1;
+  int64_t dim = 0;  // the class dim: 1, or 0 for an unbatched (C,) input
+};
+
+ClassLayout layout_of(const Shape& s) {
+  ClassLayout l;
+  l.dim = s.size() == 1 ? 0 : 1;
+  l.outer = l.dim == 1 ? s[0] : 1;
+  l.C = s[static_cast<size_t>(l.dim)];
+  for (size_t d = 2; d < s.size(); ++d) l.inner *= s[d];
+  return l;
+}
+
+ClassLayout class_layout(const char* op, const Tensor& input) {
+  if (!is_floating(input.dtype()))
+    throw DTypeError(fmt::format("{}: input must be float32 or float64, got {} {}", op,
+                                 dtype_name(input.dtype()), shape_str(input.shape())));
+  if (input.dim() == 0)
+    throw ShapeError(fmt::format("{}: input must be (C,), (N, C) or (N, C, d1, ...), got ()", op));
+  return layout_of(input.shape());
+}
+
+// Checks an int64 index target (input's shape without the class dim) and returns how many
+// targets are not ignore_index. Every other index must lie in [0, C).
+int64_t check_index_target(const char* op, const Tensor& input, const Tensor& target,
+                           int64_t ignore_index) {
+  const ClassLayout l = class_layout(op, input);
+  if (target.dtype() != kInt64)
+    throw DTypeError(fmt::format("{}: target must be int64 class indices, got {} {}", op,
+                                 dtype_name(target.dtype()), shape_str(target.shape())));
+  Shape expected = input.shape();
+  expected.erase(expected.begin() + l.dim);
+  if (target.shape() != expected)
+    throw ShapeError(fmt::format("{}: target {} does not match input {} (expected target {})", op,
+                                 shape_str(target.shape()), shape_str(input.shape()),
+                                 shape_str(expected)));
+  Tensor t = target.contiguous();
+  const int64_t* tp = t.data_ptr<int64_t>();
+  int64_t count = 0;
+  for (int64_t p = 0; p < t.numel(); ++p) {
+    if (tp[p] == ignore_index) continue;
+    if (tp[p] < 0 || tp[p] >= l.C)
+      throw ValueError(
+          fmt::format("{}: target index {} is out of range for {} classes", op, tp[p], l.C));
+    ++count;
+  }
+  return count;
+}
+
+// Per-position losses (double) -> the op's output: the losses themselves in `shape` (None), their
+// sum, or their sum / count (Mean; 0 / 0 = NaN when nothing counts, as in PyTorch).
+Tensor finish_loss(const std::vector<double>& per, const Shape& shape, DType dt, Reduction r,
+                   double count) {
+  if (r == Reduction::None) {
+    Tensor y = empty(shape, dt);
+    dispatch_float(dt, "loss", [&](auto tag) {
+      using T = decltype(tag);
+      T* yp = y.data_ptr<T>();
+      for (size_t i = 0; i < per.size(); ++i) yp[i] = static_cast<T>(per[i]);
+    });
+    return y;
+  }
+  double s = 0;
+  for (double v : per) s += v;
+  return scalar_tensor(r == Reduction::Mean ? s / count : s, dt);
+}
+
+// The gradient reaching each position's loss, broadcastable to the per-position shape.
+Tensor position_grad(const Tensor& grad, Reduction r, double count) {
+  return r == Reduction::Mean ? div(grad, count) : grad;
+}
+
+// The same, with the class dim restored (size 1) so it broadcasts against the input.
+Tensor class_position_grad(const Tensor& grad, Reduction r, double count, int64_t class_dim) {
+  Tensor g = position_grad(grad, r, count);
+  return r == Reduction::None ? g.unsqueeze(class_dim) : g;
+}
+
+// Index targets as a distribution in input's shape: (1 - eps) at the target class plus eps / C
+// everywhere, and all zeros at ignored positions. Constant data (no autograd).
+Tensor target_distribution(const Shape& in_shape, DType dt, const Tensor& target,
+                           int64_t ignore_index, double eps) {
+  Tensor dist = zeros(in_shape, dt);
+  const ClassLayout l = layout_of(in_shape);
+  Tensor t = target.contiguous();
+  const int64_t* tp = t.data_ptr<int64_t>();
+  dispatch_float(dt, "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    T* dp = dist.data_ptr<T>();
+    for (int64_t p = 0; p < t.numel(); ++p) {
+      if (tp[p] == ignore_index) continue;
+      T* row = dp + (p / l.inner) * l.C * l.inner + p % l.inner;
+      for (int64_t c = 0; c < l.C; ++c) row[c * l.inner] = static_cast<T>(eps / double(l.C));
+      row[tp[p] * l.inner] += static_cast<T>(1.0 - eps);
+    }
+  });
+  return dist;
+}
+
+// 1 at counted positions, 0 at ignored ones, shaped (N, 1, d1, ...) in dtype dt.
+Tensor valid_positions(const Tensor& target, int64_t ignore_index, int64_t class_dim, DType dt) {
+  Tensor t = target.contiguous(), v = empty(target.shape(), dt);
+  const int64_t* tp = t.data_ptr<int64_t>();
+  dispatch_float(dt, "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    T* vp = v.data_ptr<T>();
+    for (int64_t p = 0; p < t.numel(); ++p) vp[p] = tp[p] == ignore_index ? T(0) : T(1);
+  });
+  return v.unsqueeze(class_dim);
+}
+
+void check_smoothing(double eps) {
+  if (!(eps >= 0.0 && eps <= 1.0))
+    throw ValueError(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", eps));
+}
+
+// Row log-sum-exp of z (stride `st`, n elements) in double; max subtracted first.
+template <class T>
+double row_lse(const T* z, int64_t n, int64_t st) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t c = 0; c < n; ++c) m = std::max(m, z[c * st]);
+  double s = 0;
+  for (int64_t c = 0; c < n; ++c) s += std::exp(static_cast<double>(z[c * st]) - double(m));
+  return double(m) + std::log(s);
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// cross_entropy, index targets (fused log_softmax + NLL with label smoothing eps)
+//   forward:   loss[p] = lse[p] - (1 - eps) z[p, t] - eps / C sum_c z[p, c]   (0 if ignored)
+//              lse[p] = log sum_c exp(z[p, c]); then the reduction
+//   backward:  grad_z[p, c] = g[p] (softmax(z)[p, c] - (1 - eps) [c == t] - eps / C)
+//              (0 at ignored positions)     saves logits, target and lse (float64, per position)
+struct CrossEntropyBackward final : Node {
+  SavedTensor logits{this}, target{this}, lse{this};
+  CrossEntropyOptions opts;
+  double count;
+  CrossEntropyBackward(CrossEntropyOptions o, double c) : opts(o), count(c) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor z = logits.get(), t = target.get();
+    const int64_t cd = z.dim() == 1 ? 0 : 1;
+    if (GradMode::enabled()) {  // recorded form: differentiable in z and grad
+      Tensor dist =
+          target_distribution(z.shape(), z.dtype(), t, opts.ignore_index, opts.label_smoothing);
+      Tensor valid = valid_positions(t, opts.ignore_index, cd, z.dtype());
+      Tensor g = class_position_grad(grad, opts.reduction, count, cd);
+      return {mul(mul(sub(softmax(z, cd), dist), valid), g), Tensor()};
+    }
+    const ClassLayout l = class_layout("cross_entropy", z);
+    Tensor zc = z.detach().contiguous(), tc = t.contiguous(), gc = grad.contiguous();
+    Tensor grad_z = empty(z.shape(), z.dtype());
+    const double* lp = lse.get().data_ptr<double>();
+    const int64_t* tp = tc.data_ptr<int64_t>();
+    const bool per_pos = opts.reduction == Reduction::None;
+    const double eps = opts.label_smoothing, scale = opts.reduction == Reduction::Mean ? count : 1;
+    dispatch_float(z.dtype(), "cross_entropy", [&](auto tag) {
+      using T = decltype(tag);
+      const T* zp = zc.data_ptr<T>();
+      const T* gp = gc.data_ptr<T>();
+      T* op = grad_z.data_ptr<T>();
+      parallel_for(l.outer * l.inner, l.C * 4, [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          const int64_t base = (p / l.inner) * l.C * l.inner + p % l.inner;
+          const bool ignored = tp[p] == opts.ignore_index;
+          const double g = (per_pos ? double(gp[p]) : double(gp[0])) / scale;
+          for (int64_t c = 0; c < l.C; ++c) {
+            const int64_t k = base + c * l.inner;
+            double v = std::exp(double(zp[k]) - lp[p]) - eps / double(l.C);
+            if (c == tp[p]) v -= 1.0 - eps;
+            op[k] = ignored ? T(0) : static_cast<T>(g * v);
+          }
+        }
+      });
+    });
+    return {grad_z, Tensor()};
+  }
+  const char* name() const override { return "CrossEntropyBackward"; }
+};
+
+// ----------------------------------------------------------------------------
+// cross_entropy, probability targets p (same shape as the logits z)
+//   forward:   loss[pos] = sum_c q[c] (lse - z[c]),  q = (1 - eps) p + eps / C
+//   backward:  grad_z = g (softmax(z) sum_c q - q),  grad_p = -g (1 - eps) log_softmax(z)
+//              (written with the fused softmax ops)      saves logits and target
+struct CrossEntropyProbsBackward final : Node {
+  SavedTensor logits{this}, target{this};
+  CrossEntropyOptions opts;
+  double count;
+  CrossEntropyProbsBackward(CrossEntropyOptions o, double c) : opts(o), count(c) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor z = logits.get(), p = target.get();
+    const int64_t cd = z.dim() == 1 ? 0 : 1;
+    const double eps = opts.label_smoothing, C = static_cast<double>(z.size(cd));
+    Tensor g = class_position_grad(grad, opts.reduction, count, cd);
+    Tensor grad_z, grad_p;
+    if (needs_input_grad(0)) {
+      Tensor q = add(mul(p, 1.0 - eps), eps / C);
+      grad_z = mul(sub(mul(softmax(z, cd), sum(q, {cd}, true)), q), g);
+    }
+    if (needs_input_grad(1)) grad_p = mul(log_softmax(z, cd), mul(g, eps - 1.0));
+    return {grad_z, grad_p};
+  }
+  const char* name() const override { return "CrossEntropyProbsBackward"; }
+};
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
+  check_smoothing(opts.label_smoothing);
+  const ClassLayout l = class_layout("cross_entropy", logits);
+  const bool probs = is_floating(target.dtype());
+  int64_t count;
+  if (probs) {
+    kernels::check_same_dtype("cross_entropy", logits, target);
+    if (target.shape() != logits.shape())
+      throw ShapeError(
+          fmt::format("cross_entropy: probability target {} must have the logits' shape {}",
+                      shape_str(target.shape()), shape_str(logits.shape())));
+    count = l.outer * l.inner;
+  } else {
+    count = check_index_target("cross_entropy", logits, target, opts.ignore_index);
+  }
+  Tensor z = logits.detach().contiguous(), t = target.detach().contiguous();
+  const int64_t P = l.outer * l.inner;
+  std::vector<double> per(static_cast<size_t>(P), 0.0);
+  Tensor lse = probs ? Tensor() : zeros({P}, kFloat64);  // per position, for the backward
+  double* lsep = probs ? nullptr : lse.data_ptr<double>();
+  const int64_t* tip = probs ? nullptr : t.data_ptr<int64_t>();
+  const double eps = opts.label_smoothing, C = static_cast<double>(l.C);
+  dispatch_float(z.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T* zp = z.data_ptr<T>();
+    const T* qp = probs ? t.data_ptr<T>() : nullptr;
+    parallel_for(P, l.C * 8, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const int64_t base = (p / l.inner) * l.C * l.inner + p % l.inner;
+        const T* row = zp + base;
+        if (probs) {
+          const double lse_p = row_lse(row, l.C, l.inner);
+          double acc = 0;
+          for (int64_t c = 0; c < l.C; ++c) {
+            const int64_t k = c * l.inner;
+            acc += ((1.0 - eps) * double(qp[base + k]) + eps / C) * (lse_p - double(row[k]));
+          }
+          per[static_cast<size_t>(p)] = acc;
+          continue;
+        }
+        const int64_t tc = tip[p];
+        if (tc == opts.ignore_index) continue;
+        lsep[p] = row_lse(row, l.C, l.inner);
+        double zsum = 0;
+        if (eps != 0.0)
+          for (int64_t c = 0; c < l.C; ++c) zsum += double(row[c * l.inner]);
+        per[static_cast<size_t>(p)] =
+            lsep[p] - (1.0 - eps) * double(row[tc * l.inner]) - eps / C * zsum;
+      }
+    });
+  });
+  Shape per_shape = logits.shape();
+  per_shape.erase(per_shape.begin() + l.dim);
+  Tensor y = finish_loss(per, per_shape, logits.dtype(), opts.reduction, double(count));
+  const double c = static_cast<double>(count);
+  if (probs) {
+    if (auto node = make_node<CrossEntropyProbsBackward>({&logits, &target}, opts, c)) {
+      node->logits.save(logits);
+      node->target.save(target);
+      set_history(y, node);
+    }
+  } else if (auto node = make_node<CrossEntropyBackward>({&logits, &target}, opts, c)) {
+    node->logits.save(logits);
+    node->target.save(target);
+    node->lse.save(lse);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// nll_loss
+//   forward:   loss[p] = -x[p, t[p]]  (0 if ignored), then the reduction
+//   backward:  grad_x[p, c] = -g[p] [c == t[p]]      saves target
+struct NllLossBackward final : Node {
+  SavedTensor target{this};
+  NllLossOptions opts;
+  double count;
+  NllLossBackward(NllLossOptions o, double c) : opts(o), count(c) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    const int64_t cd = input_shapes[0].size() == 1 ? 0 : 1;
+    Tensor dist =
+        target_distribution(input_shapes[0], input_dtypes[0], target.get(), opts.ignore_index, 0.0);
+    return {mul(dist, neg(class_position_grad(grad, opts.reduction, count, cd))), Tensor()};
+  }
+  const char* name() const override { return "NllLossBackward"; }
+};
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& opts) {
+  const ClassLayout l = class_layout("nll_loss", log_probs);
+  const int64_t count = check_index_target("nll_loss", log_probs, target, opts.ignore_index);
+  Tensor x = log_probs.detach().contiguous(), t = target.contiguous();
+  const int64_t P = l.outer * l.inner;
+  std::vector<double> per(static_cast<size_t>(P), 0.0);
+  const int64_t* tp = t.data_ptr<int64_t>();
+  dispatch_float(x.dtype(), "nll_loss", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data_ptr<T>();
+    for (int64_t p = 0; p < P; ++p)
+      if (tp[p] != opts.ignore_index)
+        per[static_cast<size_t>(p)] =
+            -double(xp[((p / l.inner) * l.C + tp[p]) * l.inner + p % l.inner]);
+  });
+  Shape per_shape = log_probs.shape();
+  per_shape.erase(per_shape.begin() + l.dim);
+  Tensor y = finish_loss(per, per_shape, log_probs.dtype(), opts.reduction, double(count));
+  if (auto node = make_node<NllLossBackward>({&log_probs, &target}, opts, double(count))) {
+    node->target.save(target);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// mse_loss
+//   forward:   loss = (a - b)^2, then the reduction
+//   backward:  grad_a = 2 g (a - b), grad_b = -grad_a      saves a and b
+struct MseLossBackward final : Node {
+  SavedTensor a{this}, b{this};
+  Reduction reduction;
+  double count;
+  MseLossBackward(Reduction r, double c) : reduction(r), count(c) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor grad_a = mul(sub(a.get(), b.get()), mul(position_grad(grad, reduction, count), 2.0));
+    return {needs_input_grad(0) ? grad_a : Tensor(), needs_input_grad(1) ? neg(grad_a) : Tensor()};
+  }
+  const char* name() const override { return "MseLossBackward"; }
+};
+
+namespace {
+void check_pair(const char* op, const Tensor& a, const Tensor& b) {
+  kernels::check_same_dtype(op, a, b);
+  if (!is_floating(a.dtype()))
+    throw DTypeError(fmt::format("{}: expects float32 or float64, got {} {}", op,
+                                 dtype_name(a.dtype()), shape_str(a.shape())));
+  if (a.shape() != b.shape())
+    throw ShapeError(fmt::format("{}: shapes {} and {} must match", op, shape_str(a.shape()),
+                                 shape_str(b.shape())));
+}
+}  // namespace
+
+Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+  check_pair("mse_loss", a, b);
+  Tensor ac = a.detach().contiguous(), bc = b.detach().contiguous();
+  std::vector<double> per(static_cast<size_t>(a.numel()));
+  dispatch_float(a.dtype(), "mse_loss", [&](auto tag) {
+    using T = decltype(tag);
+    const T *ap = ac.data_ptr<T>(), *bp = bc.data_ptr<T>();
+    parallel_for(a.numel(), 2, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) {
+        const double d = double(ap[i]) - double(bp[i]);
+        per[static_cast<size_t>(i)] = d * d;
+      }
+    });
+  });
+  const double count = static_cast<double>(a.numel());
+  Tensor y = finish_loss(per, a.shape(), a.dtype(), reduction, count);
+  if (auto node = make_node<MseLossBackward>({&a, &b}, reduction, count)) {
+    node->a.save(a);
+    node->b.save(b);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// log_sigmoid (private: the BCE backward needs softplus(-x) = -log_sigmoid(x) with a derivative
+// that is right at x = 0, where relu/abs-based forms get it wrong)
+//   forward:   y = min(x, 0) - log1p(exp(-|x|))
+//   backward:  grad_x = grad * sigmoid(-x)      saves x
+struct LogSigmoidBackward final : Node {
+  SavedTensor x{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {mul(grad, sigmoid(neg(x.get())))};
+  }
+  const char* name() const override { return "LogSigmoidBackward"; }
+};
+
+namespace {
+Tensor log_sigmoid(const Tensor& x) {
+  Tensor y = kernels::map_float("log_sigmoid", x, [](auto v) {
+    using T = decltype(v);
+    return std::min(v, T(0)) - std::log1p(std::exp(-std::abs(v)));
+  });
+  if (auto node = make_node<LogSigmoidBackward>({&x})) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+void check_bce(const Tensor& x, const Tensor& t, const Tensor& pw) {
+  check_pair("binary_cross_entropy_with_logits", x, t);
+  if (!pw.defined()) return;
+  kernels::check_same_dtype("binary_cross_entropy_with_logits", x, pw);
+  if (broadcast_shapes("binary_cross_entropy_with_logits", pw.shape(), x.shape()) != x.shape())
+    throw ShapeError(
+        fmt::format("binary_cross_entropy_with_logits: pos_weight {} does not broadcast to {}",
+                    shape_str(pw.shape()), shape_str(x.shape())));
+}
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// binary_cross_entropy_with_logits
+//   forward:   loss = (1 - t) x + L softplus(-x),  L = 1 + (pw - 1) t  (1 without pos_weight),
+//              softplus(-x) = log1p(exp(-|x|)) + max(-x, 0), which never overflows
+//   backward:  grad_x = g ((1 - t) - L sigmoid(-x))   (= g (sigmoid(x) - t) without pos_weight)
+//              grad_t = g (-x + (pw - 1) softplus(-x)),  grad_pw = g t softplus(-x)
+//              saves x, t and pos_weight
+struct BceWithLogitsBackward final : Node {
+  SavedTensor x{this}, t{this}, pw{this};
+  Reduction reduction;
+  double count;
+  BceWithLogitsBackward(Reduction r, double c) : reduction(r), count(c) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor xv = x.get(), tv = t.get(), pwv = pw.get();
+    Tensor g = position_grad(grad, reduction, count);
+    Tensor grad_x, grad_t, grad_pw;
+    if (needs_input_grad(0)) {
+      grad_x = pwv.defined()
+                   ? mul(g, sub(1.0 - tv, mul(add(mul(sub(pwv, 1.0), tv), 1.0), sigmoid(neg(xv)))))
+                   : mul(g, sub(sigmoid(xv), tv));
+    }
+    if (needs_input_grad(1) || needs_input_grad(2)) {
+      Tensor sp = neg(log_sigmoid(xv));  // softplus(-x)
+      if (needs_input_grad(1))
+        grad_t = pwv.defined() ? mul(g, sub(mul(sub(pwv, 1.0), sp), xv)) : mul(g, neg(xv));
+      if (needs_input_grad(2)) grad_pw = mul(g, mul(tv, sp));
+    }
+    return {grad_x, grad_t, grad_pw};
+  }
+  const char* name() const override { return "BceWithLogitsBackward"; }
+};
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        Reduction reduction, const Tensor& pos_weight) {
+  check_bce(logits, target, pos_weight);
+  Tensor xc = logits.detach().contiguous(), tc = target.detach().contiguous();
+  Tensor pwc =
+      pos_weight.defined() ? pos_weight.detach().expand(logits.shape()).contiguous() : Tensor();
+  std::vector<double> per(static_cast<size_t>(logits.numel()));
+  dispatch_float(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
+    using T = decltype(tag);
+    const T *xp = xc.data_ptr<T>(), *tp = tc.data_ptr<T>();
+    const T* wp = pwc.defined() ? pwc.data_ptr<T>() : nullptr;
+    parallel_for(logits.numel(), 16, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) {
+        const double x = double(xp[i]), t = double(tp[i]);
+        const double sp = std::log1p(std::exp(-std::abs(x))) + std::max(-x, 0.0);
+        const double L = wp ? 1.0 + (double(wp[i]) - 1.0) * t : 1.0;
+        per[static_cast<size_t>(i)] = (1.0 - t) * x + L * sp;
+      }
+    });
+  });
+  const double count = static_cast<double>(logits.numel());
+  Tensor y = finish_loss(per, logits.shape(), logits.dtype(), reduction, count);
+  if (auto node =
+          make_node<BceWithLogitsBackward>({&logits, &target, &pos_weight}, reduction, count)) {
+    node->x.save(logits);
+    node->t.save(target);
+    node->pw.save(pos_weight);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// Composite twins
+namespace {
+Tensor reduce_composite(const Tensor& per, Reduction r, double count) {
+  if (r == Reduction::None) return per;
+  return r == Reduction::Sum ? sum(per) : div(sum(per), count);
+}
+}  // namespace
+
+Tensor cross_entropy_composite(const Tensor& logits, const Tensor& target,
+                               const CrossEntropyOptions& opts) {
+  check_smoothing(opts.label_smoothing);
+  const ClassLayout l = class_layout("cross_entropy", logits);
+  const double eps = opts.label_smoothing;
+  Tensor lp = log_softmax_composite(logits, l.dim);
+  if (is_floating(target.dtype())) {
+    check_pair("cross_entropy", logits, target);
+    Tensor q = add(mul(target, 1.0 - eps), eps / static_cast<double>(l.C));
+    return reduce_composite(neg(sum(mul(q, lp), {l.dim})), opts.reduction,
+                            static_cast<double>(l.outer * l.inner));
+  }
+  const int64_t count = check_index_target("cross_entropy", logits, target, opts.ignore_index);
+  Tensor dist = target_distribution(logits.shape(), logits.dtype(), target, opts.ignore_index, eps);
+  return reduce_composite(neg(sum(mul(dist, lp), {l.dim})), opts.reduction,
+                          static_cast<double>(count));
+}
+
+Tensor mse_loss_composite(const Tensor& a, const Tensor& b, Reduction reduction) {
+  check_pair("mse_loss", a, b);
+  Tensor d = sub(a, b);
+  return reduce_composite(mul(d, d), reduction, static_cast<double>(a.numel()));
+}
+
+// NOTE: relu and abs have derivative 0 at 0, so at exactly x = 0 this twin's gradient misses the
+// -L/2 term that the fused op (through log_sigmoid) gets right; compare them away from 0.
+Tensor binary_cross_entropy_with_logits_composite(const Tensor& logits, const Tensor& target,
+                                                  Reduction reduction, const Tensor& pos_weight) {
+  check_bce(logits, target, pos_weight);
+  Tensor sp = add(relu(neg(logits)), log(add(exp(neg(abs(logits))), 1.0)));  // softplus(-x)
+  Tensor L = pos_weight.defined() ? add(mul(sub(pos_weight, 1.0), target), 1.0)
+                                  : ones_like(logits.detach());
+  return reduce_composite(add(mul(1.0 - target, logits), mul(L, sp)), reduction,
+                          static_cast<double>(logits.numel()));
+}
+
+}  // namespace nabla
