@@ -238,3 +238,17 @@ TEST_CASE("patch and conv errors name the op and the shapes", "[ops]") {
   CHECK_THROWS_WITH(conv2d(x, zeros({2, 3, 5, 5}), Tensor()),
                     Contains("conv2d") && Contains("(5, 5)"));
 }
+
+TEST_CASE("unfold and fold on inputs large enough to run in parallel", "[ops]") {
+  // The whole batch runs on several threads; one image alone stays on one thread.
+  Tensor x = test::leaf({2, 3, 32, 32}, 1).detach();
+  Tensor cols = unfold(x, {3, 3}, {1, 1}, {1, 1});
+  Tensor folded = fold(cols, {32, 32}, {3, 3}, {1, 1}, {1, 1});
+  for (int64_t b = 0; b < 2; ++b) {
+    Tensor one = x.narrow(0, b, 1);
+    Tensor one_cols = unfold(one, {3, 3}, {1, 1}, {1, 1});
+    CHECK(cols.narrow(0, b, 1).contiguous().to_vector<double>() == one_cols.to_vector<double>());
+    CHECK(folded.narrow(0, b, 1).contiguous().to_vector<double>() ==
+          fold(one_cols, {32, 32}, {3, 3}, {1, 1}, {1, 1}).to_vector<double>());
+  }
+}

@@ -160,3 +160,20 @@ TEST_CASE("indexing errors name the index, the dim and its size", "[ops]") {
                     Contains("scatter_add") && Contains("(1, 2)") && Contains("(1, 1)"));
   CHECK_THROWS_AS(scatter_add(a, 0, idx({0}, {1, 1}), ones({1, 1}, kFloat64)), DTypeError);
 }
+
+TEST_CASE("gather and scatter_add on inputs large enough to run in parallel", "[ops]") {
+  Generator gen(3);
+  const int64_t V = 8, K = 50, C = 3000;
+  Tensor x = randn({V, C}, gen, kFloat64), src = randn({K, C}, gen, kFloat64);
+  Tensor index = randint(0, V, {K, C}, gen);
+  auto xv = x.to_vector<double>(), sv = src.to_vector<double>();
+  auto iv = index.to_vector<int64_t>();
+  std::vector<double> gathered(static_cast<size_t>(K * C)), scattered = xv;
+  for (size_t p = 0; p < iv.size(); ++p) {
+    const size_t c = p % static_cast<size_t>(C), target = static_cast<size_t>(iv[p] * C) + c;
+    gathered[p] = xv[target];
+    scattered[target] += sv[p];
+  }
+  CHECK(gather(x, 0, index).to_vector<double>() == gathered);
+  CHECK_CLOSE(scatter_add(x, 0, index, src), from_vector(scattered, {V, C}), 1e-12, 1e-12);
+}
