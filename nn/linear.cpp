@@ -1,0 +1,47 @@
+// nn::Linear, built from matmul and add (a fused linear op can replace the body of forward).
+#include "nn/linear.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "nn/init.h"
+#include "ops/arithmetic.h"
+#include "ops/linalg.h"
+
+namespace nabla::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype)
+    : Module("Linear"), in_features_(in_features), out_features_(out_features) {
+  if (in_features < 0 || out_features < 0)
+    throw ValueError(fmt::format("Linear: in_features and out_features must be >= 0, got {} and {}",
+                                 in_features, out_features));
+  if (!is_floating(dtype))
+    throw DTypeError(fmt::format("Linear: dtype must be floating, got {}", dtype_name(dtype)));
+  weight_ = register_parameter("weight", empty({out_features, in_features}, dtype));
+  if (bias) bias_ = register_parameter("bias", empty({out_features}, dtype));
+  reset_parameters();
+}
+
+void Linear::reset_parameters(Generator& gen) {
+  init::kaiming_uniform_(weight_, std::sqrt(5.0), init::FanMode::FanIn,
+                         init::Nonlinearity::LeakyReLU, gen);
+  if (bias_.defined()) {
+    const double bound = in_features_ > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features_)) : 0;
+    init::uniform_(bias_, -bound, bound, gen);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  if (x.dim() < 1 || x.size(-1) != in_features_)
+    throw ShapeError(fmt::format("Linear: input of shape {} does not end in in_features = {}",
+                                 shape_str(x.shape()), in_features_));
+  if (x.dtype() != weight_.dtype())
+    throw DTypeError(fmt::format("Linear: input dtype {} differs from the weight's dtype {}",
+                                 dtype_name(x.dtype()), dtype_name(weight_.dtype())));
+  Tensor y = matmul(x, weight_.t());  // (..., in) @ (in, out) -> (..., out)
+  return bias_.defined() ? add(y, bias_) : y;
+}
+
+}  // namespace nabla::nn

@@ -1,0 +1,33 @@
+// nn::Linear: y = x W^T + b with PyTorch's default initialisation and parameter names.
+#pragma once
+#include <cstdint>
+
+#include "core/generator.h"
+#include "nn/module.h"
+
+namespace nabla::nn {
+
+class Linear : public Module {
+ public:
+  // weight (out, in) ~ kaiming_uniform_(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in));
+  // bias (out) ~ U(-1/sqrt(in), 1/sqrt(in)).
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = kFloat32);
+
+  // x (..., in) -> (..., out).
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+  // Re-draws weight and bias with the default scheme from `gen`.
+  void reset_parameters(Generator& gen = default_generator());
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }  // undefined when bias = false
+
+ private:
+  int64_t in_features_, out_features_;
+  Tensor weight_, bias_;
+};
+
+}  // namespace nabla::nn
