@@ -38,8 +38,10 @@ Tensor sum_to_kernel(const Tensor& x, const Shape& keepdim_shape) {
         }
         Acc acc = 0;
         if (n_red > 0) {
+          // NOTE: cost 0 keeps this inner loop serial: every run adds into the one `acc`, so
+          // splitting it across threads (when n_out is 1) would be a data race.
           strided_for_each<1>(
-              red_shape, {red_strides}, 1,
+              red_shape, {red_strides}, 0,
               [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& inc) {
                 const T* p = xp + base + off[0];
                 for (int64_t i = 0; i < n; ++i) acc += p[i * inc[0]];
