@@ -1,0 +1,158 @@
+// GELU and SiLU. gelu is fused: one kernel forward, one kernel for its derivative. The derivative
+// kernel is itself a recorded op (gelu_backward) whose backward uses primitive ops, so gradients
+// of any order work. gelu_composite is the reference built from primitive ops.
+#include "ops/activation.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "core/autograd.h"
+#include "ops/arithmetic.h"
+#include "ops/kernel_helpers.h"
+#include "ops/pointwise.h"
+#include "ops/unary.h"
+
+namespace nabla {
+namespace {
+
+constexpr double kSqrt1_2 = 0.5 * std::numbers::sqrt2;  // 1/sqrt(2)
+constexpr double kInvSqrt2Pi =
+    0.5 * std::numbers::sqrt2 * std::numbers::inv_sqrtpi;                        // 1/sqrt(2 pi)
+constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
+constexpr double kKappa = 0.044715;  // the cubic coefficient of the tanh approximation
+
+// NOTE: the kernels evaluate in T, like PyTorch's CPU kernels, so float32 matches PyTorch's
+// rounding closely.
+template <class T>
+T gelu_value(T x, GeluApproximate a) {
+  if (a == GeluApproximate::None) return x * T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
+  const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(inner));
+}
+
+// d gelu / dx
+template <class T>
+T gelu_derivative(T x, GeluApproximate a) {
+  if (a == GeluApproximate::None) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
+    const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
+    return cdf + x * pdf;
+  }
+  const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
+  const T t = std::tanh(inner);
+  const T d_inner = T(kSqrt2OverPi) * (T(1) + T(3 * kKappa) * x * x);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * d_inner;
+}
+
+// d^2 gelu / dx^2 from primitive ops (used only for second and higher derivatives):
+//   exact:  phi(x) (2 - x^2)
+//   tanh:   (1 - t^2) (u' - x t u'^2 + 3 sqrt(2/pi) kappa x^2),  u = sqrt(2/pi) (x + kappa x^3)
+Tensor gelu_second_derivative(const Tensor& x, GeluApproximate a) {
+  Tensor x2 = square(x);
+  if (a == GeluApproximate::None) return exp(x2 * -0.5) * kInvSqrt2Pi * (2.0 - x2);
+  Tensor t = tanh((x + x2 * x * kKappa) * kSqrt2OverPi);
+  Tensor du = (x2 * (3 * kKappa) + 1.0) * kSqrt2OverPi;
+  return (1.0 - square(t)) * (du - x * t * square(du) + x2 * (3 * kSqrt2OverPi * kKappa));
+}
+
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a);
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// gelu_backward (the derivative kernel, recorded so that double backward works)
+//   forward:   y = grad * gelu'(x)
+//   backward:  grad_grad = gg * gelu'(x)  (= gelu_backward(gg, x)),  grad_x = gg * grad * gelu''(x)
+//              saves grad and x
+struct GeluBackwardBackward final : Node {
+  SavedTensor grad_in{this}, x{this};
+  GeluApproximate approximate;
+  explicit GeluBackwardBackward(GeluApproximate a) : approximate(a) {}
+  std::vector<Tensor> backward(const Tensor& gg) override {
+    Tensor xv = x.get();
+    return {needs_input_grad(0) ? gelu_backward(gg, xv, approximate) : Tensor(),
+            needs_input_grad(1) ? gg * grad_in.get() * gelu_second_derivative(xv, approximate)
+                                : Tensor()};
+  }
+  const char* name() const override { return "GeluBackwardBackward"; }
+};
+
+namespace {
+
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a) {
+  Tensor y = kernels::map_binary_float("gelu_backward", grad, x,
+                                       [a](auto g, auto v) { return g * gelu_derivative(v, a); });
+  if (auto node = make_node<GeluBackwardBackward>({&grad, &x}, a)) {
+    if (node->needs_input_grad(1)) node->grad_in.save(grad);
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// gelu
+//   forward:   exact  y = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))
+//              tanh   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+//   backward:  grad_x = grad * gelu'(x)      (fused kernel, itself differentiable)
+//              exact  gelu'(x) = Phi(x) + x phi(x)
+//              tanh   gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+//              saves x
+struct GeluBackward final : Node {
+  SavedTensor x{this};
+  GeluApproximate approximate;
+  explicit GeluBackward(GeluApproximate a) : approximate(a) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {gelu_backward(grad, x.get(), approximate)};
+  }
+  const char* name() const override { return "GeluBackward"; }
+};
+
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  Tensor y =
+      kernels::map_float("gelu", x, [approximate](auto v) { return gelu_value(v, approximate); });
+  if (auto node = make_node<GeluBackward>({&x}, approximate)) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// gelu_composite: the same formulas from primitive ops (their backward comes from theirs)
+Tensor gelu_composite(const Tensor& x, GeluApproximate approximate) {
+  if (approximate == GeluApproximate::None) return x * 0.5 * (1.0 + erf(x * kSqrt1_2));
+  return x * 0.5 * (1.0 + tanh((x + x * x * x * kKappa) * kSqrt2OverPi));
+}
+
+// ----------------------------------------------------------------------------
+// silu
+//   forward:   y = x sigmoid(x)   (NOTE: written as x e^x / (1 + e^x) for x < 0: no overflow)
+//   backward:  grad_x = grad * s (1 + x (1 - s)),  s = sigmoid(x)      saves x
+struct SiluBackward final : Node {
+  SavedTensor x{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor xv = x.get();
+    Tensor s = sigmoid(xv);
+    return {grad * s * (1.0 + xv * (1.0 - s))};
+  }
+  const char* name() const override { return "SiluBackward"; }
+};
+
+Tensor silu(const Tensor& x) {
+  Tensor y = kernels::map_float("silu", x, [](auto v) {
+    using T = decltype(v);
+    if (v >= 0) return v / (T(1) + std::exp(-v));
+    const T e = std::exp(v);
+    return v * e / (T(1) + e);
+  });
+  if (auto node = make_node<SiluBackward>({&x})) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace nabla

@@ -1,0 +1,378 @@
+// Pointwise math and selection. Every backward is written with ops (so gradients of gradients
+// work); masks and tie weights are constants of the backward, computed from saved tensors.
+#include "ops/pointwise.h"
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "core/autograd.h"
+#include "ops/arithmetic.h"
+#include "ops/compare.h"
+#include "ops/kernel_helpers.h"
+#include "ops/unary.h"
+
+namespace nabla {
+
+using kernels::scalar_like;
+
+// ----------------------------------------------------------------------------
+// sin
+//   forward:   y = sin(x)
+//   backward:  grad_x = grad * cos(x)      saves x
+struct SinBackward final : Node {
+  SavedTensor x{this};
+  std::vector<Tensor> backward(const Tensor& grad) override { return {mul(grad, cos(x.get()))}; }
+  const char* name() const override { return "SinBackward"; }
+};
+
+Tensor sin(const Tensor& x) {
+  Tensor y = kernels::map_float("sin", x, [](auto v) { return std::sin(v); });
+  if (auto node = make_node<SinBackward>({&x})) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// cos
+//   forward:   y = cos(x)
+//   backward:  grad_x = -grad * sin(x)      saves x
+struct CosBackward final : Node {
+  SavedTensor x{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {mul(grad, neg(sin(x.get())))};
+  }
+  const char* name() const override { return "CosBackward"; }
+};
+
+Tensor cos(const Tensor& x) {
+  Tensor y = kernels::map_float("cos", x, [](auto v) { return std::cos(v); });
+  if (auto node = make_node<CosBackward>({&x})) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// rsqrt
+//   forward:   y = 1 / sqrt(x)
+//   backward:  grad_x = -0.5 * grad * y^3      saves the output y
+struct RsqrtBackward final : Node {
+  SavedTensor y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {mul(grad, mul(pow(y.get(), 3.0), -0.5))};
+  }
+  const char* name() const override { return "RsqrtBackward"; }
+};
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor y = kernels::map_float("rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+  if (auto node = make_node<RsqrtBackward>({&x})) {
+    node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// reciprocal
+//   forward:   y = 1 / x
+//   backward:  grad_x = -grad * y^2      saves the output y
+struct ReciprocalBackward final : Node {
+  SavedTensor y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {neg(mul(grad, square(y.get())))};
+  }
+  const char* name() const override { return "ReciprocalBackward"; }
+};
+
+Tensor reciprocal(const Tensor& x) {
+  Tensor y = kernels::map_float("reciprocal", x, [](auto v) { return decltype(v)(1) / v; });
+  if (auto node = make_node<ReciprocalBackward>({&x})) {
+    node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// square
+//   forward:   y = x * x
+//   backward:  grad_x = 2 * grad * x      saves x
+struct SquareBackward final : Node {
+  SavedTensor x{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {mul(grad, mul(x.get(), 2.0))};
+  }
+  const char* name() const override { return "SquareBackward"; }
+};
+
+Tensor square(const Tensor& x) {
+  Tensor y = kernels::map_unary<false>("square", x, [](auto v) { return v * v; });
+  if (auto node = make_node<SquareBackward>({&x})) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// erf
+//   forward:   y = erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt
+//   backward:  grad_x = grad * 2/sqrt(pi) * e^(-x^2)      saves x
+struct ErfBackward final : Node {
+  SavedTensor x{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    const double two_over_sqrt_pi = 2.0 * std::numbers::inv_sqrtpi;
+    return {mul(grad, mul(exp(neg(square(x.get()))), two_over_sqrt_pi))};
+  }
+  const char* name() const override { return "ErfBackward"; }
+};
+
+Tensor erf(const Tensor& x) {
+  Tensor y = kernels::map_float("erf", x, [](auto v) { return std::erf(v); });
+  if (auto node = make_node<ErfBackward>({&x})) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// clamp
+//   forward:   y = min(max(x, min), max)   (NaN stays NaN; min > max gives max everywhere)
+//   backward:  grad_x = grad where min <= x <= max, else 0      saves that bool mask
+struct ClampBackward final : Node {
+  SavedTensor inside{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {where(inside.get(), grad, 0.0)};
+  }
+  const char* name() const override { return "ClampBackward"; }
+};
+
+namespace {
+
+void check_integral_bound(const Tensor& x, double bound) {
+  // NOTE: 2^63 itself is out of range; every double below it converts exactly.
+  constexpr double kLimit = 9223372036854775808.0;
+  if (std::floor(bound) != bound || bound < -kLimit || bound >= kLimit)
+    throw DTypeError(fmt::format("clamp: bound {} is not an int64 value, but the input is int64 {}",
+                                 bound, shape_str(x.shape())));
+}
+
+}  // namespace
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  if (!min && !max)
+    throw ValueError(fmt::format("clamp: at least one of min and max must be given (input {})",
+                                 shape_str(x.shape())));
+  if (x.dtype() == kInt64) {
+    if (min) check_integral_bound(x, *min);
+    if (max) check_integral_bound(x, *max);
+  }
+  Tensor y = kernels::map_unary<false>("clamp", x, [min, max](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(v)) return v;
+    T r = v;
+    if (min && r < static_cast<T>(*min)) r = static_cast<T>(*min);
+    if (max && r > static_cast<T>(*max)) r = static_cast<T>(*max);
+    return r;
+  });
+  if (auto node = make_node<ClampBackward>({&x})) {
+    Tensor inside;
+    if (min && max)
+      inside = logical_and(ge(x, *min), le(x, *max));
+    else
+      inside = min ? ge(x, *min) : le(x, *max);
+    node->inside.save(inside);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// maximum / minimum
+//   forward:   y = max(a, b) (or min), broadcast; NaN in either input gives NaN
+//   backward:  grad_a = grad * w_a, grad_b = grad * w_b, where the winner gets weight 1, the
+//              loser 0, both 1/2 at a tie, and both 1 when the output is NaN (as in PyTorch)
+//              saves a and b
+namespace {
+
+// Weight of `self` against `other` for maximum (IsMax) or minimum, in the broadcast shape.
+template <bool IsMax>
+Tensor tie_weight(const Tensor& self, const Tensor& other) {
+  return kernels::map_binary_float(IsMax ? "maximum" : "minimum", self, other, [](auto s, auto o) {
+    using T = decltype(s);
+    if (s == o) return T(0.5);
+    if (IsMax ? s < o : s > o) return T(0);
+    return T(1);  // s wins, or a NaN is involved
+  });
+}
+
+template <bool IsMax>
+Tensor extremum(const char* op, const Tensor& a, const Tensor& b) {
+  return kernels::map_binary_numeric(op, a, b, [](auto u, auto v) {
+    using T = decltype(u);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(u)) return u;
+      if (std::isnan(v)) return v;
+    }
+    return (IsMax ? u > v : u < v) ? u : v;
+  });
+}
+
+}  // namespace
+
+template <bool IsMax>
+struct ExtremumBackward final : Node {
+  SavedTensor a{this}, b{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor av = a.get(), bv = b.get();
+    return {needs_input_grad(0) ? mul(grad, tie_weight<IsMax>(av, bv)) : Tensor(),
+            needs_input_grad(1) ? mul(grad, tie_weight<IsMax>(bv, av)) : Tensor()};
+  }
+  const char* name() const override { return IsMax ? "MaximumBackward" : "MinimumBackward"; }
+};
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  Tensor y = extremum<true>("maximum", a, b);
+  if (auto node = make_node<ExtremumBackward<true>>({&a, &b})) {
+    node->a.save(a);
+    node->b.save(b);
+    set_history(y, node);
+  }
+  return y;
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  Tensor y = extremum<false>("minimum", a, b);
+  if (auto node = make_node<ExtremumBackward<false>>({&a, &b})) {
+    node->a.save(a);
+    node->b.save(b);
+    set_history(y, node);
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// where
+//   forward:   y = cond ? a : b, the three broadcast together
+//   backward:  grad_a = where(cond, grad, 0), grad_b = where(cond, 0, grad)      saves cond
+struct WhereBackward final : Node {
+  SavedTensor cond{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    Tensor c = cond.get();
+    return {needs_input_grad(0) ? where(c, grad, 0.0) : Tensor(),
+            needs_input_grad(1) ? where(c, 0.0, grad) : Tensor()};
+  }
+  const char* name() const override { return "WhereBackward"; }
+};
+
+namespace {
+
+void check_mask(const char* op, const char* what, const Tensor& m) {
+  if (m.dtype() != kBool)
+    throw DTypeError(fmt::format("{}: {} must be bool, got {} {}", op, what, dtype_name(m.dtype()),
+                                 shape_str(m.shape())));
+}
+
+Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_mask("where", "cond", cond);
+  kernels::check_same_dtype("where", a, b);
+  Shape shape;
+  try {
+    shape =
+        broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
+  } catch (const ShapeError&) {
+    throw ShapeError(fmt::format("where: cond {}, a {} and b {} cannot be broadcast together",
+                                 shape_str(cond.shape()), shape_str(a.shape()),
+                                 shape_str(b.shape())));
+  }
+  Tensor y = empty(shape, a.dtype());
+  std::array<Shape, 4> st = {y.strides(), broadcast_strides(cond.shape(), cond.strides(), shape),
+                             broadcast_strides(a.shape(), a.strides(), shape),
+                             broadcast_strides(b.shape(), b.strides(), shape)};
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* yp = y.data_ptr<T>();
+    const bool* cp = cond.data_ptr<bool>();
+    const T* ap = a.data_ptr<T>();
+    const T* bp = b.data_ptr<T>();
+    strided_for_each<4>(
+        shape, st, 1,
+        [&](const std::array<int64_t, 4>& o, int64_t n, const std::array<int64_t, 4>& s) {
+          for (int64_t i = 0; i < n; ++i)
+            yp[o[0] + i * s[0]] = cp[o[1] + i * s[1]] ? ap[o[2] + i * s[2]] : bp[o[3] + i * s[3]];
+        });
+  });
+  return y;
+}
+
+}  // namespace
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Tensor y = where_kernel(cond, a, b);
+  if (auto node = make_node<WhereBackward>({&a, &b})) {
+    node->cond.save(cond);
+    set_history(y, node);
+  }
+  return y;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  return where(cond, a, scalar_like(a, b));
+}
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  return where(cond, scalar_like(b, a), b);
+}
+
+// ----------------------------------------------------------------------------
+// masked_fill
+//   forward:   y = mask ? value : x      (mask broadcast to x's shape)
+//   backward:  grad_x = where(mask, 0, grad)      saves mask
+struct MaskedFillBackward final : Node {
+  SavedTensor mask{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {where(mask.get(), 0.0, grad)};
+  }
+  const char* name() const override { return "MaskedFillBackward"; }
+};
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_mask("masked_fill", "mask", mask);
+  if (broadcast_shapes("masked_fill", x.shape(), mask.shape()) != x.shape())
+    throw ShapeError(fmt::format("masked_fill: mask of shape {} does not broadcast to input {}",
+                                 shape_str(mask.shape()), shape_str(x.shape())));
+  if (x.dtype() == kInt64 && (std::floor(value) != value || std::abs(value) >= 9.2e18))
+    throw ValueError(
+        fmt::format("masked_fill: value {} is not an int64 value, but the input is "
+                    "int64 {}",
+                    value, shape_str(x.shape())));
+  Tensor y = empty(x.shape(), x.dtype());
+  std::array<Shape, 3> st = {y.strides(), x.strides(),
+                             broadcast_strides(mask.shape(), mask.strides(), x.shape())};
+  dispatch_all(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T fill = static_cast<T>(value);
+    T* yp = y.data_ptr<T>();
+    const T* xp = x.data_ptr<T>();
+    const bool* mp = mask.data_ptr<bool>();
+    strided_for_each<3>(
+        x.shape(), st, 1,
+        [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {
+          for (int64_t i = 0; i < n; ++i)
+            yp[o[0] + i * s[0]] = mp[o[2] + i * s[2]] ? fill : xp[o[1] + i * s[1]];
+        });
+  });
+  if (auto node = make_node<MaskedFillBackward>({&x})) {
+    node->mask.save(mask);
+    set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace nabla

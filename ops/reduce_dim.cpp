@@ -1,0 +1,262 @@
+// max/min/argmax/argmin (selecting reductions) and cumsum. Backward formulas are written with ops
+// (where, eq, reshape, the scans themselves), so gradients of gradients work.
+#include "ops/reduce_dim.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/parallel.h"
+#include "ops/arithmetic.h"
+#include "ops/compare.h"
+#include "ops/pointwise.h"
+#include "ops/reduce_layout.h"
+
+namespace nabla {
+namespace {
+
+// Position of the max (IsMax) or min among p[0], p[stride], ..., p[(n-1) stride], n >= 1.
+// A NaN wins (the first one); otherwise the first of tied values wins.
+template <bool IsMax, class T>
+int64_t extreme_index(const T* p, int64_t n, int64_t stride) {
+  int64_t best = 0;
+  T best_v = p[0];
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::isnan(best_v)) return 0;
+  for (int64_t k = 1; k < n; ++k) {
+    const T v = p[k * stride];
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(v)) return k;
+    if (IsMax ? v > best_v : v < best_v) {
+      best_v = v;
+      best = k;
+    }
+  }
+  return best;
+}
+
+// Shape of a reduction of x over one (already wrapped) dim.
+Shape reduced_shape(const Shape& shape, int64_t dim, bool keepdim) {
+  Shape out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (static_cast<int64_t>(d) != dim)
+      out.push_back(shape[d]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+// Values and indices of the max/min along dim (no autograd).
+template <bool IsMax>
+ValuesIndices extreme_along(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
+  kernels::Lanes l = kernels::lanes(op, x, dim);
+  if (l.n == 0)
+    throw ShapeError(fmt::format("{}: cannot reduce dim {} of size 0 (input of shape {})", op, dim,
+                                 shape_str(x.shape())));
+  const Shape out_shape = reduced_shape(x.shape(), l.dim, keepdim);
+  ValuesIndices r{empty(out_shape, x.dtype()), empty(out_shape, kInt64)};
+  dispatch_numeric(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = l.data.data_ptr<T>();
+    T* vp = r.values.data_ptr<T>();
+    int64_t* ip = r.indices.data_ptr<int64_t>();
+    parallel_for(l.outer * l.inner, l.n, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) {  // j = o * inner + i indexes the output
+        const T* p = xp + (j / l.inner) * l.n * l.inner + j % l.inner;
+        const int64_t k = extreme_index<IsMax>(p, l.n, l.inner);
+        ip[j] = k;
+        vp[j] = p[k * l.inner];
+      }
+    });
+  });
+  return r;
+}
+
+// Flat index of the max/min of all elements (no autograd).
+template <bool IsMax>
+int64_t extreme_flat_index(const char* op, const Tensor& x) {
+  if (x.numel() == 0)
+    throw ShapeError(fmt::format("{}: input of shape {} is empty; pass a dim to reduce it", op,
+                                 shape_str(x.shape())));
+  Tensor xc = x.detach().contiguous();
+  return dispatch_numeric(x.dtype(), op, [&](auto tag) {
+    return extreme_index<IsMax>(xc.data_ptr<decltype(tag)>(), xc.numel(), 1);
+  });
+}
+
+// Elements of x equal to the reduced value y (all NaNs if y is NaN), and how many there are.
+std::pair<Tensor, int64_t> ties_with(const Tensor& x, const Tensor& y) {
+  Tensor xc = x.detach().contiguous();
+  Tensor hit = empty(x.shape(), kBool);
+  int64_t count = 0;
+  dispatch_float(x.dtype(), "max", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = xc.data_ptr<T>();
+    const T target = y.item<T>();
+    bool* hp = hit.data_ptr<bool>();
+    for (int64_t i = 0; i < xc.numel(); ++i) {
+      hp[i] = std::isnan(target) ? std::isnan(xp[i]) : xp[i] == target;
+      count += hp[i];
+    }
+  });
+  return {hit, count};
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// max / min along a dim
+//   forward:   values = max (min) of x along dim, indices = its position (first on ties)
+//   backward:  grad_x = grad at the returned index along dim, 0 elsewhere
+//              (where(arange(n) == indices, grad, 0), all broadcast to x's shape)
+//              saves indices
+template <bool IsMax>
+struct ExtremeDimBackward final : Node {
+  SavedTensor indices{this};
+  Shape input_shape, keepdim_shape;
+  int64_t dim;
+  ExtremeDimBackward(Shape in, Shape kd, int64_t d)
+      : input_shape(std::move(in)), keepdim_shape(std::move(kd)), dim(d) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    const int64_t n = input_shape.empty() ? 1 : input_shape[static_cast<size_t>(dim)];
+    Shape along(input_shape.size(), 1);  // (1, ..., n, ..., 1)
+    if (!along.empty()) along[static_cast<size_t>(dim)] = n;
+    Tensor hit = eq(arange(n).reshape(along), indices.get().reshape(keepdim_shape));
+    return {where(hit, grad.reshape(keepdim_shape), 0.0)};
+  }
+  const char* name() const override { return IsMax ? "MaxBackward" : "MinBackward"; }
+};
+
+template <bool IsMax>
+ValuesIndices extreme_dim(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
+  ValuesIndices r = extreme_along<IsMax>(op, x, dim, keepdim);
+  const int64_t d = kernels::checked_dim(op, dim, x.shape());
+  if (auto node = make_node<ExtremeDimBackward<IsMax>>({&x}, x.shape(),
+                                                       reduced_shape(x.shape(), d, true), d)) {
+    node->indices.save(r.indices);
+    set_history(r.values, node);
+  }
+  return r;
+}
+
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim<true>("max", x, dim, keepdim);
+}
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim<false>("min", x, dim, keepdim);
+}
+
+// ----------------------------------------------------------------------------
+// max / min over all elements
+//   forward:   y = max (min) of every element of x (0-d)
+//   backward:  grad_x = grad / k at each of the k elements equal to y (all NaNs if y is NaN),
+//              0 elsewhere (PyTorch >= 1.13 splits evenly among ties)
+//              saves x and the output y
+template <bool IsMax>
+struct ExtremeAllBackward final : Node {
+  SavedTensor x{this}, y{this};
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    auto [hit, count] = ties_with(x.get(), y.get());
+    return {where(hit, div(grad, static_cast<double>(count)), 0.0)};
+  }
+  const char* name() const override { return IsMax ? "MaxAllBackward" : "MinAllBackward"; }
+};
+
+template <bool IsMax>
+Tensor extreme_all(const char* op, const Tensor& x) {
+  const int64_t k = extreme_flat_index<IsMax>(op, x);
+  Tensor y = x.detach().reshape({-1}).select(0, k).clone();  // 0-d copy of that element
+  if (auto node = make_node<ExtremeAllBackward<IsMax>>({&x})) {
+    node->x.save(x);
+    node->y.save(y, /*is_output=*/true);
+    set_history(y, node);
+  }
+  return y;
+}
+
+Tensor max(const Tensor& x) { return extreme_all<true>("max", x); }
+Tensor min(const Tensor& x) { return extreme_all<false>("min", x); }
+
+// ----------------------------------------------------------------------------
+// argmax / argmin: int64 positions, no gradient
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_along<true>("argmax", x, dim, keepdim).indices;
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_along<false>("argmin", x, dim, keepdim).indices;
+}
+Tensor argmax(const Tensor& x) {
+  Tensor y = empty({}, kInt64);
+  *y.data_ptr<int64_t>() = extreme_flat_index<true>("argmax", x);
+  return y;
+}
+Tensor argmin(const Tensor& x) {
+  Tensor y = empty({}, kInt64);
+  *y.data_ptr<int64_t>() = extreme_flat_index<false>("argmin", x);
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// cumsum and its adjoint, the reversed cumsum (internal)
+//   cumsum:          y_i = sum_{k <= i} x_k      backward: grad_x = reverse_cumsum(grad)
+//   reverse_cumsum:  y_i = sum_{k >= i} x_k      backward: grad_x = cumsum(grad)
+//   (both linear: they save nothing but the dim)
+namespace {
+
+// Running sums along dim, forwards or backwards (no autograd). float32 accumulates in double.
+Tensor scan_kernel(const char* op, const Tensor& x, int64_t dim, bool reverse) {
+  kernels::Lanes l = kernels::lanes(op, x, dim);
+  Tensor y = empty(x.shape(), x.dtype());
+  dispatch_numeric(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+    const T* xp = l.data.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    parallel_for(l.outer * l.inner, l.n, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) {
+        const int64_t base = (j / l.inner) * l.n * l.inner + j % l.inner;
+        Acc acc = 0;
+        for (int64_t s = 0; s < l.n; ++s) {
+          const int64_t at = base + (reverse ? l.n - 1 - s : s) * l.inner;
+          acc += xp[at];
+          yp[at] = static_cast<T>(acc);
+        }
+      }
+    });
+  });
+  return y;
+}
+
+Tensor reverse_cumsum(const Tensor& x, int64_t dim);
+
+}  // namespace
+
+struct CumsumBackward final : Node {
+  int64_t dim;
+  explicit CumsumBackward(int64_t d) : dim(d) {}
+  std::vector<Tensor> backward(const Tensor& grad) override { return {reverse_cumsum(grad, dim)}; }
+  const char* name() const override { return "CumsumBackward"; }
+};
+
+struct ReverseCumsumBackward final : Node {
+  int64_t dim;
+  explicit ReverseCumsumBackward(int64_t d) : dim(d) {}
+  std::vector<Tensor> backward(const Tensor& grad) override { return {cumsum(grad, dim)}; }
+  const char* name() const override { return "ReverseCumsumBackward"; }
+};
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  Tensor y = scan_kernel("cumsum", x, dim, /*reverse=*/false);
+  if (auto node = make_node<CumsumBackward>({&x}, dim)) set_history(y, node);
+  return y;
+}
+
+namespace {
+Tensor reverse_cumsum(const Tensor& x, int64_t dim) {
+  Tensor y = scan_kernel("reverse_cumsum", x, dim, /*reverse=*/true);
+  if (auto node = make_node<ReverseCumsumBackward>({&x}, dim)) set_history(y, node);
+  return y;
+}
+}  // namespace
+
+}  // namespace nabla

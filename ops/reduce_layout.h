@@ -1,0 +1,87 @@
+// Reduction layouts shared by reduce_dim.cpp and statistics.cpp: they validate dims (errors name
+// the op, the dim and the input shape) and lay the input out so that the elements reduced into
+// one output element form one contiguous run. No autograd here.
+#pragma once
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace nabla::kernels {
+
+// dim wrapped into [0, ndim) (a 0-d tensor accepts 0 and -1, like PyTorch), or a ShapeError.
+inline int64_t checked_dim(const char* op, int64_t dim, const Shape& shape) {
+  const auto nd = static_cast<int64_t>(shape.size());
+  const int64_t lo = nd == 0 ? -1 : -nd, hi = nd == 0 ? 0 : nd - 1;
+  if (dim < lo || dim > hi)
+    throw ShapeError(fmt::format("{}: dim {} is out of range for input of shape {} ({} dims)", op,
+                                 dim, shape_str(shape), nd));
+  return dim < 0 ? dim + std::max<int64_t>(nd, 1) : dim;
+}
+
+// x seen along one dim as (outer, n, inner) over contiguous data: element k of lane (o, i) is
+// data[(o * n + k) * inner + i]. A 0-d x is one lane of length 1.
+struct Lanes {
+  Tensor data;  // contiguous, detached
+  int64_t dim = 0, outer = 1, n = 1, inner = 1;
+};
+
+inline Lanes lanes(const char* op, const Tensor& x, int64_t dim) {
+  Lanes l;
+  l.dim = checked_dim(op, dim, x.shape());
+  l.data = x.detach().contiguous();
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < l.dim) l.outer *= x.size(d);
+    if (d == l.dim) l.n = x.size(d);
+    if (d > l.dim) l.inner *= x.size(d);
+  }
+  return l;
+}
+
+// x with its reduced dims moved last, contiguous: output element r reduces
+// data[r * n_red, (r + 1) * n_red). Empty dims means every dim.
+struct Rows {
+  Tensor data;  // contiguous, detached
+  int64_t n_out = 1, n_red = 1;
+  Shape keepdim_shape;  // x's shape with reduced dims set to 1
+  Shape out_shape;      // keepdim_shape, or without the reduced dims
+};
+
+inline Rows rows(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  const int64_t nd = x.dim();
+  std::vector<bool> reduced(static_cast<size_t>(nd), dims.empty());
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(nd, 1)), false);
+  for (int64_t d : dims) {
+    auto i = static_cast<size_t>(checked_dim(op, d, x.shape()));
+    if (seen[i])
+      throw ShapeError(fmt::format("{}: dim {} appears twice for input of shape {}", op, d,
+                                   shape_str(x.shape())));
+    seen[i] = true;
+    if (nd > 0) reduced[i] = true;
+  }
+  Rows r;
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < nd; ++d)
+    if (!reduced[static_cast<size_t>(d)]) perm.push_back(d);
+  for (int64_t d = 0; d < nd; ++d)
+    if (reduced[static_cast<size_t>(d)]) perm.push_back(d);
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t n = x.size(d);
+    if (reduced[static_cast<size_t>(d)]) {
+      r.n_red *= n;
+      r.keepdim_shape.push_back(1);
+      if (keepdim) r.out_shape.push_back(1);
+    } else {
+      r.n_out *= n;
+      r.keepdim_shape.push_back(n);
+      r.out_shape.push_back(n);
+    }
+  }
+  r.data = (nd == 0 ? x.detach() : x.detach().permute(perm)).contiguous();
+  return r;
+}
+
+}  // namespace nabla::kernels
