@@ -10,6 +10,7 @@
 #include "nn/activation.h"
 #include "nn/container.h"
 #include "nn/init.h"
+#include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "ops/activation.h"

@@ -1,4 +1,4 @@
-// nn::Linear, built from matmul and add (a fused linear op can replace the body of forward).
+// nn::Linear over the fused linear op (one GEMM + bias).
 #include "nn/linear.h"
 
 #include <fmt/format.h>
@@ -7,8 +7,7 @@
 
 #include "core/error.h"
 #include "nn/init.h"
-#include "ops/arithmetic.h"
-#include "ops/linalg.h"
+#include "ops/linear.h"
 
 namespace nabla::nn {
 
@@ -40,8 +39,7 @@ Tensor Linear::forward(const Tensor& x) const {
   if (x.dtype() != weight_.dtype())
     throw DTypeError(fmt::format("Linear: input dtype {} differs from the weight's dtype {}",
                                  dtype_name(x.dtype()), dtype_name(weight_.dtype())));
-  Tensor y = matmul(x, weight_.t());  // (..., in) @ (in, out) -> (..., out)
-  return bias_.defined() ? add(y, bias_) : y;
+  return linear(x, weight_, bias_);  // one GEMM over the flattened leading dims
 }
 
 }  // namespace nabla::nn

@@ -1,0 +1,79 @@
+// Layers over the fused ops: LayerNorm, Embedding, Dropout, GELU, SiLU. Parameter names and
+// default initialisation follow PyTorch, so state dicts move both ways.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "core/generator.h"
+#include "nn/module.h"
+#include "ops/activation.h"
+
+namespace nabla::nn {
+
+// Normalises over the trailing dims `normalized_shape`; weight = 1, bias = 0 at init.
+class LayerNorm : public Module {
+ public:
+  LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+            DType dtype = kFloat32);
+  explicit LayerNorm(int64_t size, double eps = 1e-5) : LayerNorm(Shape{size}, eps) {}
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }
+  double eps() const { return eps_; }
+
+ private:
+  Shape normalized_shape_;
+  double eps_;
+  Tensor weight_, bias_;
+};
+
+// A lookup table (num_embeddings, embedding_dim) ~ N(0, 1); the padding_idx row starts at zero
+// and gets no gradient.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim,
+            std::optional<int64_t> padding_idx = std::nullopt, DType dtype = kFloat32);
+  Tensor forward(const Tensor& indices) const;  // int64 (...) -> (..., embedding_dim)
+  Tensor operator()(const Tensor& indices) const { return forward(indices); }
+  const Tensor& weight() const { return weight_; }
+
+ private:
+  std::optional<int64_t> padding_idx_;
+  Tensor weight_;
+};
+
+// Inverted dropout in training mode, the identity in eval mode. Draws its masks from `gen`
+// (the default generator unless set), so a seeded run is reproducible.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  void set_generator(Generator& gen) { gen_ = &gen; }
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  Generator* gen_;
+};
+
+class GELU : public Module {
+ public:
+  explicit GELU(GeluApproximate approximate = GeluApproximate::None)
+      : Module("GELU"), approximate_(approximate) {}
+  Tensor forward(const Tensor& x) const { return gelu(x, approximate_); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+ private:
+  GeluApproximate approximate_;
+};
+
+class SiLU : public Module {
+ public:
+  SiLU() : Module("SiLU") {}
+  Tensor forward(const Tensor& x) const { return silu(x); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+}  // namespace nabla::nn
