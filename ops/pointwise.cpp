@@ -305,8 +305,16 @@ Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
     strided_for_each<4>(
         shape, st, 1,
         [&](const std::array<int64_t, 4>& o, int64_t n, const std::array<int64_t, 4>& s) {
-          for (int64_t i = 0; i < n; ++i)
-            yp[o[0] + i * s[0]] = cp[o[1] + i * s[1]] ? ap[o[2] + i * s[2]] : bp[o[3] + i * s[3]];
+          T* yo = yp + o[0];
+          const bool* co = cp + o[1];
+          const T* ao = ap + o[2];
+          const T* bo = bp + o[3];
+          if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {  // contiguous: vectorisable
+            for (int64_t i = 0; i < n; ++i) yo[i] = co[i] ? ao[i] : bo[i];
+          } else {
+            for (int64_t i = 0; i < n; ++i)
+              yo[i * s[0]] = co[i * s[1]] ? ao[i * s[2]] : bo[i * s[3]];
+          }
         });
   });
   return y;
@@ -364,8 +372,14 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     strided_for_each<3>(
         x.shape(), st, 1,
         [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {
-          for (int64_t i = 0; i < n; ++i)
-            yp[o[0] + i * s[0]] = mp[o[2] + i * s[2]] ? fill : xp[o[1] + i * s[1]];
+          T* yo = yp + o[0];
+          const T* xo = xp + o[1];
+          const bool* mo = mp + o[2];
+          if (s[0] == 1 && s[1] == 1 && s[2] == 1) {  // contiguous: vectorisable
+            for (int64_t i = 0; i < n; ++i) yo[i] = mo[i] ? fill : xo[i];
+          } else {
+            for (int64_t i = 0; i < n; ++i) yo[i * s[0]] = mo[i * s[2]] ? fill : xo[i * s[1]];
+          }
         });
   });
   if (auto node = make_node<MaskedFillBackward>({&x})) {
