@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/autograd.h"
@@ -54,6 +55,8 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double de
     ParamGroup& group = groups_[g];
     if (group.lr < 0) group.lr = default_lr;
     if (group.weight_decay < 0) group.weight_decay = default_weight_decay;
+    if (std::isnan(group.lr) || std::isnan(group.weight_decay))
+      throw ValueError(fmt::format("{}: group {} has a NaN lr or weight_decay", name_, g));
     for (const Tensor& p : group.params) {
       if (!p.defined())
         throw ValueError(fmt::format("{}: parameter {} (group {}) is undefined", name_, index, g));

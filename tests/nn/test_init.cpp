@@ -153,7 +153,7 @@ TEST_CASE("init: trunc_normal_ bounds and moments, also far in the tail", "[nn]"
   CHECK_THROWS_AS(trunc_normal_(empty({2}), 0, 1, 2, -2), ValueError);
 }
 
-TEST_CASE("init: constants; in place on parameters that require grad", "[nn]") {
+TEST_CASE("init: constants, in place on parameters that require grad", "[nn]") {
   Tensor p = zeros({2, 3}).requires_grad_();
   Tensor same = constant_(p, 2.5);
   CHECK(same.same(p));

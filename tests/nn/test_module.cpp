@@ -66,7 +66,7 @@ TEST_CASE("Module: registration rules", "[nn]") {
   CHECK_THROWS_AS(b.register_module("m", std::shared_ptr<nn::ReLU>()), ValueError);
 }
 
-TEST_CASE("Module: train/eval are recursive; zero_grad drops grads", "[nn]") {
+TEST_CASE("Module: train/eval are recursive, zero_grad drops grads", "[nn]") {
   Block b;
   CHECK(b.is_training());
   b.eval();
@@ -143,7 +143,7 @@ TEST_CASE("Module: load_state_dict strict errors name every problem and change n
   CHECK_THROWS_WITH(b.load_state_dict(dup, false), Contains("duplicate keys: scale"));
 }
 
-TEST_CASE("Module: load_state_dict converts dtype; to(dtype) keeps handles", "[nn]") {
+TEST_CASE("Module: load_state_dict converts dtype, to(dtype) keeps handles", "[nn]") {
   nn::Linear f32(3, 2);
   nn::Linear f64(3, 2, true, kFloat64);
   f32.load_state_dict(f64.state_dict());
