@@ -88,7 +88,7 @@ TEST_CASE("views share storage and have the right strides", "[core]") {
   CHECK(a.to_vector<float>()[12] == -1.f);
 }
 
-TEST_CASE("view refuses incompatible strides; reshape copies", "[core]") {
+TEST_CASE("view refuses incompatible strides, reshape copies", "[core]") {
   Tensor a = arange(0.0, 6.0, 1.0, kFloat32).view({2, 3}).t();
   CHECK_THROWS_AS(a.view({6}), ShapeError);
   Tensor r = a.reshape({6});
@@ -130,7 +130,7 @@ TEST_CASE("printing reads like PyTorch", "[core]") {
   CHECK(zeros({0, 2}).to_string() == "tensor([], size=(0, 2))");
 }
 
-TEST_CASE("copy_ broadcasts and converts; fill_ and copy_ bump the version", "[core]") {
+TEST_CASE("copy_ broadcasts and converts, fill_ and copy_ bump the version", "[core]") {
   Tensor a = zeros({2, 3}, kFloat64);
   uint64_t v0 = a.storage()->version();
   a.copy_(tensor({1, 2, 3}, kFloat32));
