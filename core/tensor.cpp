@@ -51,16 +51,15 @@ T Tensor::item() const {
   if (numel() != 1)
     throw ValueError(fmt::format("item: tensor of shape {} has {} elements, expected 1",
                                  shape_str(shape()), numel()));
-  return *data_ptr<T>();
+  // Converts from any dtype, like libtorch's item<T>().
+  return dispatch_all(dtype(), [&](auto tag) { return static_cast<T>(*data_ptr<decltype(tag)>()); });
 }
 template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template int64_t Tensor::item<int64_t>() const;
 template bool Tensor::item<bool>() const;
 
-double Tensor::item() const {
-  return dispatch_all(dtype(), [&](auto t) { return static_cast<double>(item<decltype(t)>()); });
-}
+double Tensor::item() const { return item<double>(); }
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {

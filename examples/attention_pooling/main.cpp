@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "examples/common/plot.h"
+#include "examples/common/progress.h"
 #include "nabla.h"
 
 using namespace nabla;
@@ -38,7 +39,7 @@ Tensor pool(const Tensor& queries, const Tensor& keys, const Tensor& values, con
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"Nadaraya-Watson attention pooling (non-parametric vs parametric)"};
   int epochs = 5;
   double lr = 0.5;
@@ -83,9 +84,7 @@ int main(int argc, char** argv) {
     NoGradGuard no_grad;
     return pool(x_test, x_train.expand({n_test, n_train}), y_train.expand({n_test, n_train}), w);
   };
-  auto test_mse = [&](const Tensor& w) {
-    return mean(pow(sub(predict(w), y_test), 2.0)).item<double>();
-  };
+  auto test_mse = [&](const Tensor& w) { return mean(pow(sub(predict(w), y_test), 2.0)).item(); };
   const double mse_nonparametric = test_mse(Tensor());
 
   Tensor w = ones({1}, kFloat64).requires_grad_();
@@ -101,10 +100,10 @@ int main(int argc, char** argv) {
       NoGradGuard no_grad;
       sub_(w, mul(w.grad(), lr / static_cast<double>(n_train)));
     }
-    double l = loss.item<double>() / static_cast<double>(n_train);
+    double l = loss.item() / static_cast<double>(n_train);
     if (epoch == 1) loss_first = l;
     loss_last = l;
-    fmt::print("epoch {}  loss {:.6f}  w {:.4f}\n", epoch, l, w.item<double>());
+    fmt::print("epoch {}  loss {:.6f}  w {:.4f}\n", epoch, l, w.item());
   }
   const double mse_parametric = test_mse(w.detach());
   const double seconds =
@@ -137,6 +136,8 @@ int main(int argc, char** argv) {
   fmt::print(
       "RESULT example=attention_pooling loss_first={:.6f} loss_last={:.6f} w={:.4f} "
       "test_mse_nonparametric={:.6f} test_mse_parametric={:.6f} train_s={:.3f}\n",
-      loss_first, loss_last, w.item<double>(), mse_nonparametric, mse_parametric, seconds);
+      loss_first, loss_last, w.item(), mse_nonparametric, mse_parametric, seconds);
   return loss_last < loss_first ? 0 : 1;
 }
+
+int main(int argc, char** argv) { return nabla::examples::guarded_main(argc, argv, run); }

@@ -36,4 +36,8 @@ class CsvLogger {
 
 double seconds_since(std::chrono::steady_clock::time_point t0);
 
+// Runs an example's main body and turns any exception into a one-line error and exit code 1,
+// so bad flags or missing data never end in an abort.
+int guarded_main(int argc, char** argv, int (*run)(int, char**));
+
 }  // namespace nabla::examples
