@@ -1,0 +1,232 @@
+// nn::MultiheadAttention. The computation, with B batch, L query length, S key length, H heads,
+// d = E / H:
+//   q, k, v   = input projections (one GEMM over the packed weight for self-attention)
+//   qh, kh, vh = (B, H, L|S, d) views of them (no copies: matmul reads the strided batch)
+//   attn      = masked_softmax(qh / sqrt(d) @ kh^T, merged mask)        (B, H, L, S)
+//   output    = out_proj(concat_heads(dropout(attn) @ vh))
+#include "nn/multihead_attention.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "nn/init.h"
+#include "ops/arithmetic.h"
+#include "ops/compare.h"
+#include "ops/dropout.h"
+#include "ops/linalg.h"
+#include "ops/linear.h"
+#include "ops/pointwise.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+
+namespace nabla::nn {
+namespace {
+
+constexpr const char* kOp = "MultiheadAttention";
+
+// The merged mask for scores (B, H, L, S): a keep-mask (Bool) or an additive float mask, either
+// broadcastable to the scores; `mask` is undefined when nothing is masked.
+struct MergedMask {
+  Tensor mask;
+  MaskKind kind = MaskKind::Bool;
+};
+
+void check_mask_dtype(const char* what, const Tensor& m, DType dt) {
+  if (m.dtype() != kBool && m.dtype() != dt)
+    throw DTypeError(fmt::format("{}: {} must be bool or {} like the query, got {} {}", kOp, what,
+                                 dtype_name(dt), dtype_name(m.dtype()), shape_str(m.shape())));
+}
+
+// Sizes of one call: batch, heads, query length, key length.
+struct AttnSizes {
+  int64_t B, H, L, S;
+};
+
+// Validates every mask and merges them: bool parts ("true = not allowed") are or-ed, float parts
+// added; if both kinds are present the bool part becomes -inf in the float mask.
+MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool batched) {
+  const auto [B, H, L, S] = n;
+  Tensor ignore, additive;
+  auto add_part = [&](const Tensor& m) {
+    if (m.dtype() == kBool) {
+      ignore = ignore.defined() ? logical_or(ignore, m) : m;
+    } else {
+      additive = additive.defined() ? add(additive, m) : m;
+    }
+  };
+  if (o.key_padding_mask.defined()) {
+    const Tensor& m = o.key_padding_mask;
+    check_mask_dtype("key_padding_mask", m, dt);
+    const Shape expected = batched ? Shape{B, S} : Shape{S};
+    if (m.shape() != expected)
+      throw ShapeError(fmt::format("{}: key_padding_mask must be {} (batch, key length), got {}",
+                                   kOp, shape_str(expected), shape_str(m.shape())));
+    add_part(m.reshape({B, 1, 1, S}));
+  }
+  if (o.attn_mask.defined()) {
+    const Tensor& m = o.attn_mask;
+    check_mask_dtype("attn_mask", m, dt);
+    if (m.shape() == Shape{L, S}) {
+      add_part(m);
+    } else if (m.shape() == Shape{B * H, L, S}) {
+      add_part(m.reshape({B, H, L, S}));
+    } else {
+      throw ShapeError(fmt::format("{}: attn_mask must be {} or {} (batch * heads, L, S), got {}",
+                                   kOp, shape_str({L, S}), shape_str({B * H, L, S}),
+                                   shape_str(m.shape())));
+    }
+  }
+  if (o.is_causal)  // key k is hidden from query q when k > q
+    add_part(gt(arange(S).view({1, S}), arange(L).view({L, 1})));
+  if (o.valid_lens.defined()) {
+    Tensor lens = batched ? o.valid_lens : o.valid_lens.unsqueeze(0);
+    if (lens.dtype() != kInt64)
+      throw DTypeError(fmt::format("{}: valid_lens must be int64, got {} {}", kOp,
+                                   dtype_name(lens.dtype()), shape_str(o.valid_lens.shape())));
+    const bool per_query = lens.shape() == Shape{B, L};
+    if (lens.shape() != Shape{B} && !per_query)
+      throw ShapeError(fmt::format("{}: valid_lens must be {} or {} (batch, query length), got {}",
+                                   kOp, shape_str({B}), shape_str({B, L}),
+                                   shape_str(o.valid_lens.shape())));
+    for (int64_t len : lens.to_vector<int64_t>())
+      if (len < 0)
+        throw ValueError(fmt::format("{}: valid_lens has a negative length {}", kOp, len));
+    add_part(ge(arange(S).view({1, 1, 1, S}), lens.reshape({B, 1, per_query ? L : 1, 1})));
+  }
+  if (!additive.defined()) {
+    if (!ignore.defined()) return {};
+    return {logical_not(ignore), MaskKind::Bool};
+  }
+  if (ignore.defined())
+    additive = add(additive, masked_fill(zeros(ignore.shape(), dt), ignore,
+                                         -std::numeric_limits<double>::infinity()));
+  return {additive, MaskKind::Additive};
+}
+
+}  // namespace
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout,
+                                       bool bias, int64_t kdim, int64_t vdim, bool batch_first)
+    : Module(kOp),
+      embed_dim_(embed_dim),
+      num_heads_(num_heads),
+      kdim_(kdim == 0 ? embed_dim : kdim),
+      vdim_(vdim == 0 ? embed_dim : vdim),
+      dropout_(dropout),
+      batch_first_(batch_first),
+      gen_(&default_generator()) {
+  if (embed_dim <= 0 || num_heads <= 0 || embed_dim % num_heads != 0)
+    throw ValueError(
+        fmt::format("{}: embed_dim ({}) must be positive and divisible by num_heads ({})", kOp,
+                    embed_dim, num_heads));
+  if (kdim < 0 || vdim < 0)
+    throw ValueError(fmt::format("{}: kdim ({}) and vdim ({}) must be >= 0", kOp, kdim, vdim));
+  if (dropout < 0 || dropout > 1)
+    throw ValueError(fmt::format("{}: dropout must be in [0, 1], got {}", kOp, dropout));
+  const int64_t E = embed_dim;
+  if (kdim_ == E && vdim_ == E) {
+    in_proj_weight_ = register_parameter("in_proj_weight", empty({3 * E, E}));
+  } else {
+    q_proj_weight_ = register_parameter("q_proj_weight", empty({E, E}));
+    k_proj_weight_ = register_parameter("k_proj_weight", empty({E, kdim_}));
+    v_proj_weight_ = register_parameter("v_proj_weight", empty({E, vdim_}));
+  }
+  if (bias) in_proj_bias_ = register_parameter("in_proj_bias", empty({3 * E}));
+  out_proj_ = register_module("out_proj", std::make_shared<Linear>(E, E, bias));
+  reset_parameters();
+}
+
+void MultiheadAttention::reset_parameters(Generator& gen) {
+  if (packed()) {
+    init::xavier_uniform_(in_proj_weight_, 1.0, gen);
+  } else {
+    for (const Tensor& w : {q_proj_weight_, k_proj_weight_, v_proj_weight_})
+      init::xavier_uniform_(w, 1.0, gen);
+  }
+  out_proj_->reset_parameters(gen);
+  if (in_proj_bias_.defined()) init::zeros_(in_proj_bias_);
+  if (out_proj_->bias().defined()) init::zeros_(out_proj_->bias());
+}
+
+MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                      const MhaOptions& o) const {
+  const int64_t E = embed_dim_, H = num_heads_, d = E / H;
+  const bool batched = query.dim() == 3;
+  if ((query.dim() != 2 && query.dim() != 3) || key.dim() != query.dim() ||
+      value.dim() != query.dim())
+    throw ShapeError(fmt::format(
+        "{}: query, key and value must all be 3-D (batched) or all 2-D, got {}, {}, {}", kOp,
+        shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape())));
+  const DType dt = out_proj_->weight().dtype();
+  if (query.dtype() != dt || key.dtype() != dt || value.dtype() != dt)
+    throw DTypeError(
+        fmt::format("{}: query, key and value must have the parameters' dtype {}, "
+                    "got {}, {}, {}",
+                    kOp, dtype_name(dt), dtype_name(query.dtype()), dtype_name(key.dtype()),
+                    dtype_name(value.dtype())));
+  // Unbatched input gets a batch dim of 1 where the layout keeps it.
+  const int64_t bdim = batch_first_ ? 0 : 1, sdim = 1 - bdim;
+  const Tensor q = batched ? query : query.unsqueeze(bdim);
+  const Tensor k = batched ? key : key.unsqueeze(bdim);
+  const Tensor v = batched ? value : value.unsqueeze(bdim);
+  const int64_t B = q.size(bdim), L = q.size(sdim), S = k.size(sdim);
+  if (q.size(2) != E || k.size(2) != kdim_ || v.size(2) != vdim_ || k.size(bdim) != B ||
+      v.size(bdim) != B || v.size(sdim) != S)
+    throw ShapeError(fmt::format(
+        "{}: expected query (.., {}), key (.., {}) and value (.., {}) with one batch size and "
+        "key/value of one length ({}), got query {}, key {}, value {}",
+        kOp, E, kdim_, vdim_, batch_first_ ? "batch_first" : "seq-first", shape_str(query.shape()),
+        shape_str(key.shape()), shape_str(value.shape())));
+  const MergedMask mask = merge_masks(o, {B, H, L, S}, dt, batched);
+
+  // Input projections in the input's own layout (row-wise, so no transpose copy is needed).
+  auto rows = [](const Tensor& t, int64_t block, int64_t count, int64_t size) {
+    return t.defined() ? t.narrow(0, block * size, count * size) : Tensor();
+  };
+  Tensor qp, kp, vp;  // (.., E) each
+  const Tensor& b = in_proj_bias_;
+  if (packed() && query.same(key) && key.same(value)) {  // self-attention: one GEMM
+    Tensor p = linear(q, in_proj_weight_, b);
+    qp = p.narrow(2, 0, E), kp = p.narrow(2, E, E), vp = p.narrow(2, 2 * E, E);
+  } else if (packed()) {
+    const Tensor& w = in_proj_weight_;
+    qp = linear(q, rows(w, 0, 1, E), rows(b, 0, 1, E));
+    if (key.same(value)) {
+      Tensor p = linear(k, rows(w, 1, 2, E), rows(b, 1, 2, E));
+      kp = p.narrow(2, 0, E), vp = p.narrow(2, E, E);
+    } else {
+      kp = linear(k, rows(w, 1, 1, E), rows(b, 1, 1, E));
+      vp = linear(v, rows(w, 2, 1, E), rows(b, 2, 1, E));
+    }
+  } else {
+    qp = linear(q, q_proj_weight_, rows(b, 0, 1, E));
+    kp = linear(k, k_proj_weight_, rows(b, 1, 1, E));
+    vp = linear(v, v_proj_weight_, rows(b, 2, 1, E));
+  }
+  // (B, len, E) or (len, B, E) -> (B, H, len, d): a view.
+  auto heads = [&](const Tensor& t) {
+    Tensor u = t.unflatten(2, {H, d});
+    return batch_first_ ? u.permute({0, 2, 1, 3}) : u.permute({1, 2, 0, 3});
+  };
+  Tensor qh = heads(qp), kh = heads(kp), vh = heads(vp);
+
+  Tensor scores = matmul(mul(qh, 1.0 / std::sqrt(static_cast<double>(d))), kh.mT());
+  Tensor attn = mask.mask.defined() ? masked_softmax(scores, mask.mask, mask.kind)
+                                    : softmax(scores, -1);  // (B, H, L, S)
+  attn = dropout(attn, dropout_, is_training(), *gen_);
+  Tensor ctx = matmul(attn, vh);  // (B, H, L, d)
+  ctx = batch_first_ ? ctx.permute({0, 2, 1, 3}).reshape({B, L, E})
+                     : ctx.permute({2, 0, 1, 3}).reshape({L, B, E});
+  MhaOutput out{out_proj_->forward(ctx), Tensor()};
+  if (o.need_weights) out.weights = o.average_attn_weights ? mean(attn, {1}) : attn;
+  if (!batched) {
+    out.output = out.output.squeeze(bdim);
+    if (out.weights.defined()) out.weights = out.weights.squeeze(0);
+  }
+  return out;
+}
+
+}  // namespace nabla::nn
