@@ -178,6 +178,11 @@ TEST_CASE("Seq2Seq: d2l's module names and shapes", "[nn]") {
   CHECK(w.select(0, 1).narrow(1, 2, 5).to_vector<float>() == std::vector<float>(25, 0.f));
 
   CHECK_THROWS_WITH(enc(tokens({1, 2}, {2})), Contains("Seq2SeqEncoder") && Contains("(2,)"));
+  CHECK_THROWS_WITH(enc(tokens({1, 12}, {1, 2})), Contains("index 12") && Contains("size 10"));
+  CHECK_THROWS_WITH(dec(tokens({1, 10, 1, 1}, {4, 1}), state),
+                    Contains("index 10") && Contains("size 10"));
+  CHECK_THROWS_WITH(dec(tokens({1, 2}, {1, 2}), state),
+                    Contains("AttentionDecoder") && Contains("(1, 2)") && Contains("(4, 7, 16)"));
   CHECK_THROWS_WITH(dec.init_state(encoded, tokens({3, 2}, {2})),
                     Contains("enc_valid_lens") && Contains("(4,)"));
   CHECK_THROWS_AS(nn::EncoderDecoder(std::make_shared<nn::Seq2SeqEncoder>(10, 8, 16, 1),
