@@ -1,0 +1,169 @@
+// Attention scoring modules (seeds 000, 001, 003; d2l 10.3). Each maps queries (B, Q, dq), keys
+// (B, K, dk) and values (B, K, dv) to (B, Q, dv): out = dropout(softmax(score(q, k))) @ values,
+// with masked keys removed from the softmax. Each keeps the weights of its last forward (before
+// dropout, detached) for inspection and heatmaps.
+//   AdditiveAttention        score = w_v . tanh(W_q q + W_k k)          (Bahdanau; dq != dk ok)
+//   DotProductAttention      score = q . k / sqrt(d)   (or q . k unscaled)
+//   ConcatLinearAttention    score = Linear([q; k])                      (seed 001, rule 1)
+//   ConcatTanhSumAttention   score = sum(tanh(Linear([q; k])))           (seed 001, rule 2)
+//   MyAtt                    seed 001's teaching module, reproduced exactly
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "nn/layers.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace nabla::nn {
+
+// Which keys a query may attend to. Built implicitly from a tensor by its dtype:
+//   int64  valid_lens (B,) or (B, Q): key k is kept if k < the length (d2l's convention)
+//   bool   keep-mask broadcast to (B, Q, K), true = keep
+//   float  additive mask broadcast to (B, Q, K), added to the scores (-inf removes a key)
+//   undefined Tensor / default: every key is kept.
+// A query whose keys are all masked gets zero weights (a zero output), never NaN.
+struct AttentionMask {
+  enum class Kind { None, ValidLens, Keep, Additive };
+  Kind kind = Kind::None;
+  Tensor tensor;
+
+  AttentionMask() = default;
+  AttentionMask(Tensor t);  // NOLINT(google-explicit-constructor): dispatches on dtype
+  static AttentionMask valid_lens(Tensor lens) { return {Kind::ValidLens, std::move(lens)}; }
+  static AttentionMask keep(Tensor mask) { return {Kind::Keep, std::move(mask)}; }
+  static AttentionMask additive(Tensor mask) { return {Kind::Additive, std::move(mask)}; }
+
+ private:
+  AttentionMask(Kind k, Tensor t) : kind(k), tensor(std::move(t)) {}
+};
+
+// Softmax of scores (B, ..., Q, K) over the keys with `mask` applied; `who` names the caller in
+// error messages.
+Tensor masked_attention_softmax(const Tensor& scores, const AttentionMask& mask, const char* who);
+
+// Shared by the scoring modules: checks shapes, then weights = masked softmax of the scores,
+// kept for attention_weights(), out = dropout(weights) @ values.
+class AttentionScorer : public Module {
+ public:
+  // The weights of the last forward (B, Q, K), detached; undefined before the first call.
+  const Tensor& attention_weights() const { return weights_; }
+  double dropout_p() const { return dropout_->p(); }
+
+ protected:
+  AttentionScorer(std::string type_name, double dropout);
+  // queries (B, Q, dq), keys (B, K, dk), values (B, K, dv), one floating dtype. same_d: dq must
+  // equal dk; batch_dims: more leading dims than B are allowed (they must agree).
+  void check_inputs(const Tensor& queries, const Tensor& keys, const Tensor& values, bool same_d,
+                    bool batch_dims = false) const;
+  // scores (B, Q, K) -> (B, Q, dv).
+  Tensor attend(const Tensor& scores, const Tensor& values, const AttentionMask& mask);
+
+ private:
+  std::shared_ptr<Dropout> dropout_;
+  Tensor weights_;
+};
+
+// d2l's AdditiveAttention: parameters W_k.weight (h, dk), W_q.weight (h, dq), w_v.weight (1, h),
+// no biases. The features tanh(W_q q + W_k k) are (B, Q, K, h).
+class AdditiveAttention : public AttentionScorer {
+ public:
+  AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout = 0,
+                    DType dtype = kFloat32);
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const AttentionMask& mask = {});
+  Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                    const AttentionMask& mask = {}) {
+    return forward(queries, keys, values, mask);
+  }
+  // Scores (B, Q, K) before masking.
+  Tensor scores(const Tensor& queries, const Tensor& keys) const;
+
+ private:
+  std::shared_ptr<Linear> W_k_, W_q_, w_v_;  // NOLINT: d2l's names
+};
+
+// Dot-product attention, scaled by 1/sqrt(d) unless scaled = false; needs dq == dk = d. Also
+// accepts more leading batch dims: queries (B, ..., Q, d) with keys/values (B, ..., K, *).
+class DotProductAttention : public AttentionScorer {
+ public:
+  explicit DotProductAttention(double dropout = 0, bool scaled = true);
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const AttentionMask& mask = {});
+  Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                    const AttentionMask& mask = {}) {
+    return forward(queries, keys, values, mask);
+  }
+  Tensor scores(const Tensor& queries, const Tensor& keys) const;
+  bool scaled() const { return scaled_; }
+
+ private:
+  bool scaled_;
+};
+
+// Seed 001, rule 1: softmax(Linear([Q, K])) V with one score per (query, key) pair:
+// score = w . [q; k] + b, parameter linear.weight (1, dq + dk), linear.bias (1).
+// NOTE: softmax is shift-invariant along the keys, so the query's term w_q . q + b is the same for
+// every key and cancels: the weights depend on the keys only, and queries get no gradient. That is
+// what rule 1 means read pair by pair; seed 001's own code (MyAtt) instead maps one [q; k] to a
+// fixed number of scores at once.
+class ConcatLinearAttention : public AttentionScorer {
+ public:
+  ConcatLinearAttention(int64_t query_size, int64_t key_size, double dropout = 0,
+                        DType dtype = kFloat32);
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const AttentionMask& mask = {});
+  Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                    const AttentionMask& mask = {}) {
+    return forward(queries, keys, values, mask);
+  }
+  Tensor scores(const Tensor& queries, const Tensor& keys) const;
+
+ private:
+  int64_t query_size_;
+  std::shared_ptr<Linear> linear_;
+};
+
+// Seed 001, rule 2: softmax(sum(tanh(Linear([Q, K])))) V, per pair: score = sum_h tanh(W [q; k] +
+// b)_h, parameters linear.weight (h, dq + dk), linear.bias (h). (Additive attention with w_v fixed
+// to ones and a bias.)
+class ConcatTanhSumAttention : public AttentionScorer {
+ public:
+  ConcatTanhSumAttention(int64_t query_size, int64_t key_size, int64_t num_hiddens,
+                         double dropout = 0, DType dtype = kFloat32);
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const AttentionMask& mask = {});
+  Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                    const AttentionMask& mask = {}) {
+    return forward(queries, keys, values, mask);
+  }
+  Tensor scores(const Tensor& queries, const Tensor& keys) const;
+
+ private:
+  int64_t query_size_;
+  std::shared_ptr<Linear> linear_;
+};
+
+// Seed 001's MyAtt, line for line: attn = Linear(query_size + key_size, value_size1) turns [q; k]
+// into value_size1 scores at once; attn_combine = Linear(query_size + value_size2, output_size).
+//   Q (1, N, query_size), K (1, N, key_size), V (1, value_size1, value_size2)
+//   -> output (1, N, output_size), weights (N, value_size1). The seed uses N = 1.
+class MyAtt : public Module {
+ public:
+  struct Result {
+    Tensor output;   // (1, N, output_size)
+    Tensor weights;  // (N, value_size1), with history
+  };
+  MyAtt(int64_t query_size, int64_t key_size, int64_t value_size1, int64_t value_size2,
+        int64_t output_size, DType dtype = kFloat32);
+  Result forward(const Tensor& Q, const Tensor& K, const Tensor& V) const;
+  Result operator()(const Tensor& Q, const Tensor& K, const Tensor& V) const {
+    return forward(Q, K, V);
+  }
+
+ private:
+  int64_t query_size_, key_size_, value_size1_, value_size2_, output_size_;
+  std::shared_ptr<Linear> attn_, attn_combine_;
+};
+
+}  // namespace nabla::nn
