@@ -1,0 +1,312 @@
+// io::Checkpoint: sections of named tensors and typed scalars in one safetensors file. The
+// metadata encoding and the validation rules are described in checkpoint.h.
+#include "core/io/checkpoint.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+
+namespace nabla::io {
+
+namespace {
+
+constexpr const char* kFormatKey = "nabla.format";
+constexpr const char* kFormatValue = "checkpoint/1";
+constexpr const char* kSectionsKey = "nabla.sections";
+
+bool valid_section_name(const std::string& name) {
+  return !name.empty() && name.find_first_of(".,") == std::string::npos;
+}
+
+const char* type_name(const Checkpoint::Value& v) {
+  switch (v.index()) {
+    case 0:
+      return "int";
+    case 1:
+      return "uint";
+    case 2:
+      return "float";
+    default:
+      return "str";
+  }
+}
+
+// "<type>:<text>" for the file.
+std::string encode(const Checkpoint::Value& v) {
+  std::string text;
+  if (const auto* i = std::get_if<int64_t>(&v))
+    text = fmt::format("{}", *i);
+  else if (const auto* u = std::get_if<uint64_t>(&v))
+    text = fmt::format("{}", *u);
+  else if (const auto* d = std::get_if<double>(&v))
+    text = fmt::format("{}", *d);  // shortest text that reads back to the same double
+  else
+    text = std::get<std::string>(v);
+  return std::string(type_name(v)) + ":" + text;
+}
+
+// Parses all of `text` as a T with std::from_chars; false on any leftover or overflow.
+template <class T>
+bool parse_number(const std::string& text, T& out) {
+  if (text.empty() || text[0] == '+') return false;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+// The inverse of encode; an empty optional (with `why` set) when the text is malformed.
+std::optional<Checkpoint::Value> decode(const std::string& encoded, std::string& why) {
+  const size_t colon = encoded.find(':');
+  if (colon == std::string::npos) {
+    why = "has no '<type>:' prefix (int, uint, float or str)";
+    return std::nullopt;
+  }
+  const std::string type = encoded.substr(0, colon), text = encoded.substr(colon + 1);
+  if (type == "str") return Checkpoint::Value(text);
+  if (type == "int") {
+    int64_t i = 0;
+    if (parse_number(text, i)) return Checkpoint::Value(i);
+  } else if (type == "uint") {
+    uint64_t u = 0;
+    if (!text.empty() && text[0] != '-' && parse_number(text, u)) return Checkpoint::Value(u);
+  } else if (type == "float") {
+    double d = 0;
+    if (parse_number(text, d)) return Checkpoint::Value(d);
+  } else {
+    why = fmt::format("has unknown type '{}' (expected int, uint, float or str)", type);
+    return std::nullopt;
+  }
+  why = fmt::format("'{}' is not a valid {}", text, type);
+  return std::nullopt;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = s.find(',', begin);
+    out.push_back(s.substr(begin, comma - begin));
+    if (comma == std::string::npos) return out;
+    begin = comma + 1;
+  }
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// sections
+
+void Checkpoint::put_section(const std::string& name, NamedTensors tensors) {
+  if (!valid_section_name(name))
+    throw ValueError(fmt::format(
+        "Checkpoint.put_section: section name '{}' must be non-empty without '.' or ','", name));
+  for (const auto& [key, t] : tensors) {
+    if (key.empty())
+      throw ValueError(fmt::format(
+          "Checkpoint.put_section: section '{}' has a tensor with an empty name", name));
+    if (!t.defined())
+      throw ValueError(fmt::format(
+          "Checkpoint.put_section: tensor '{}' of section '{}' is undefined", key, name));
+  }
+  for (Section& s : sections_)
+    if (s.name == name) {
+      s.tensors = std::move(tensors);
+      return;
+    }
+  sections_.push_back({name, std::move(tensors)});
+}
+
+bool Checkpoint::has_section(const std::string& name) const {
+  return std::any_of(sections_.begin(), sections_.end(),
+                     [&](const Section& s) { return s.name == name; });
+}
+
+const NamedTensors& Checkpoint::section(const std::string& name) const {
+  for (const Section& s : sections_)
+    if (s.name == name) return s.tensors;
+  const std::vector<std::string> names = section_names();
+  throw FormatError(
+      fmt::format("{}: checkpoint has no section '{}' (sections: {})",
+                  source_.empty() ? "<in-memory checkpoint>" : source_, name,
+                  names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+}
+
+std::vector<std::string> Checkpoint::section_names() const {
+  std::vector<std::string> out;
+  for (const Section& s : sections_) out.push_back(s.name);
+  return out;
+}
+
+// ----------------------------------------------------------------------------
+// scalars
+
+void Checkpoint::set_value(const std::string& key, Value value) {
+  if (key.empty() || key.rfind("nabla.", 0) == 0)
+    throw ValueError(fmt::format(
+        "Checkpoint.set: key '{}' must be non-empty and not start with 'nabla.' (reserved)", key));
+  values_[key] = std::move(value);
+}
+
+bool Checkpoint::has(const std::string& key) const { return values_.count(key) != 0; }
+
+void Checkpoint::fail(const std::string& key, const std::string& what) const {
+  throw FormatError(fmt::format("{}: checkpoint key '{}' {}",
+                                source_.empty() ? "<in-memory checkpoint>" : source_, key, what));
+}
+
+const Checkpoint::Value& Checkpoint::value(const std::string& key, const char* wanted) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) fail(key, fmt::format("is missing (wanted a {})", wanted));
+  return it->second;
+}
+
+int64_t Checkpoint::get_int(const std::string& key) const {
+  const Value& v = value(key, "int");
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (const auto* u = std::get_if<uint64_t>(&v); u && *u <= static_cast<uint64_t>(INT64_MAX))
+    return static_cast<int64_t>(*u);
+  fail(key, fmt::format("holds {}, not an int", encode(v)));
+}
+
+uint64_t Checkpoint::get_uint(const std::string& key) const {
+  const Value& v = value(key, "uint");
+  if (const auto* u = std::get_if<uint64_t>(&v)) return *u;
+  if (const auto* i = std::get_if<int64_t>(&v); i && *i >= 0) return static_cast<uint64_t>(*i);
+  fail(key, fmt::format("holds {}, not a uint", encode(v)));
+}
+
+double Checkpoint::get_float(const std::string& key) const {
+  const Value& v = value(key, "float");
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  fail(key, fmt::format("holds {}, not a float", encode(v)));
+}
+
+const std::string& Checkpoint::get_string(const std::string& key) const {
+  const Value& v = value(key, "str");
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  fail(key, fmt::format("holds {}, not a str", encode(v)));
+}
+
+std::vector<std::string> Checkpoint::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [key, v] : values_) out.push_back(key);
+  return out;
+}
+
+// ----------------------------------------------------------------------------
+// files
+
+std::string Checkpoint::serialize() const {
+  NamedTensors all;
+  std::vector<std::string> names;
+  for (const Section& s : sections_) {
+    names.push_back(s.name);
+    for (const auto& [key, t] : s.tensors) all.emplace_back(s.name + "." + key, t);
+  }
+  Metadata meta;
+  meta[kFormatKey] = kFormatValue;
+  meta[kSectionsKey] = fmt::format("{}", fmt::join(names, ","));
+  for (const auto& [key, v] : values_) meta[key] = encode(v);
+  return serialize_safetensors(all, meta);
+}
+
+void Checkpoint::save(const std::string& path) const { atomic_write(path, serialize()); }
+
+Checkpoint Checkpoint::load(const std::string& path) { return from_file(load_safetensors(path)); }
+
+Checkpoint Checkpoint::parse(const std::string& bytes, const std::string& source) {
+  return from_file(parse_safetensors(bytes, source));
+}
+
+Checkpoint Checkpoint::from_file(SafetensorsFile file) {
+  Checkpoint ck;
+  ck.source_ = file.source;
+  auto bad = [&](const std::string& what) { return FormatError(file.source + ": " + what); };
+
+  auto format = file.metadata.find(kFormatKey);
+  if (format == file.metadata.end())
+    throw bad(fmt::format("not a nabla checkpoint (no '{}' in __metadata__)", kFormatKey));
+  if (format->second != kFormatValue)
+    throw bad(fmt::format("unsupported checkpoint format '{}' (this build reads '{}')",
+                          format->second, kFormatValue));
+  auto sections = file.metadata.find(kSectionsKey);
+  if (sections == file.metadata.end())
+    throw bad(fmt::format("checkpoint has no '{}' in __metadata__", kSectionsKey));
+  std::set<std::string> seen;
+  for (const std::string& name : split_commas(sections->second)) {
+    if (!valid_section_name(name))
+      throw bad(fmt::format("{} lists an invalid section name '{}'", kSectionsKey, name));
+    if (!seen.insert(name).second)
+      throw bad(fmt::format("{} lists section '{}' twice", kSectionsKey, name));
+    ck.sections_.push_back({name, {}});
+  }
+
+  for (const auto& [key, encoded] : file.metadata) {
+    if (key.rfind("nabla.", 0) == 0) {
+      if (key != kFormatKey && key != kSectionsKey)
+        throw bad(fmt::format("unknown reserved metadata key '{}'", key));
+      continue;
+    }
+    if (key.empty()) throw bad("metadata has an empty key");
+    std::string why;
+    std::optional<Value> v = decode(encoded, why);
+    if (!v) throw bad(fmt::format("checkpoint key '{}' {}", key, why));
+    ck.values_[key] = std::move(*v);
+  }
+
+  for (auto& [name, t] : file.tensors) {
+    const size_t dot = name.find('.');
+    const std::string prefix = name.substr(0, dot);
+    auto it = std::find_if(ck.sections_.begin(), ck.sections_.end(),
+                           [&](const Section& s) { return s.name == prefix; });
+    if (dot == std::string::npos || dot + 1 == name.size() || it == ck.sections_.end())
+      throw bad(fmt::format("tensor '{}' belongs to no section (sections: {})", name,
+                            sections->second.empty() ? "none" : sections->second));
+    it->tensors.emplace_back(name.substr(dot + 1), std::move(t));
+  }
+  return ck;
+}
+
+// ----------------------------------------------------------------------------
+// generators and loader positions
+
+void save_generator(Checkpoint& ck, const std::string& name, const Generator& gen) {
+  ck.set("generator." + name + ".seed", gen.seed());
+  ck.set("generator." + name + ".offset", gen.offset());
+}
+
+void load_generator(const Checkpoint& ck, const std::string& name, Generator& gen) {
+  const uint64_t seed = ck.get_uint("generator." + name + ".seed");
+  const uint64_t offset = ck.get_uint("generator." + name + ".offset");
+  gen.set_state(seed, offset);
+}
+
+void save_loader_position(Checkpoint& ck, const std::string& name, LoaderPosition pos) {
+  if (pos.epoch < 0 || pos.batch < 0)
+    throw ValueError(
+        fmt::format("save_loader_position: '{}' has epoch {} and batch {}; both "
+                    "must be >= 0",
+                    name, pos.epoch, pos.batch));
+  ck.set("loader." + name + ".epoch", pos.epoch);
+  ck.set("loader." + name + ".batch", pos.batch);
+}
+
+LoaderPosition load_loader_position(const Checkpoint& ck, const std::string& name) {
+  LoaderPosition pos{ck.get_int("loader." + name + ".epoch"),
+                     ck.get_int("loader." + name + ".batch")};
+  if (pos.epoch < 0 || pos.batch < 0)
+    throw FormatError(fmt::format("{}: loader '{}' has epoch {} and batch {}; both must be >= 0",
+                                  ck.source().empty() ? "<in-memory checkpoint>" : ck.source(),
+                                  name, pos.epoch, pos.batch));
+  return pos;
+}
+
+}  // namespace nabla::io
