@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
-./build/release/examples/attention_pooling/attention_pooling "$@"
+./build/release/examples/transformer_langid/transformer_langid "$@"

@@ -36,6 +36,7 @@ struct Config {
   uint64_t seed = 42;
   std::string out = "runs/transformer_langid";
   bool resume = false, smoke = false;
+  int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
 
@@ -124,6 +125,8 @@ int run(int argc, char** argv) {
   app.add_option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)");
   app.add_flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors");
   app.add_flag("--smoke", c.smoke, "a few steps on a small slice (for tests)");
+  app.add_option("--stop-after", c.stop_after,
+                 "stop (as if interrupted) at the first checkpoint at or after this step");
   CLI11_PARSE(app, argc, argv);
   if (c.threads > 0) set_num_threads(c.threads);
   std::filesystem::create_directories(c.out);
@@ -267,6 +270,10 @@ int run(int argc, char** argv) {
       ck.set("step", step);
       io::save_loader_position(ck, "train", {loader.cursor().epoch, loader.cursor().batch});
       ck.save(ckpt_path);
+      if (c.stop_after > 0 && step >= c.stop_after && step < total_steps) {
+        fmt::print("stopping at step {} as asked (--stop-after); continue with --resume\n", step);
+        return 0;
+      }
     }
   }
   const double train_s = examples::seconds_since(t0);
