@@ -196,6 +196,7 @@ int run(int argc, char** argv) {
 
   const std::string ckpt_path = c.out + "/checkpoint.safetensors";
   int64_t step = 0;
+  double ema = 0, test_acc = 0;  // ema: smoothed training loss for the progress bar and CSV
   if (c.resume && std::filesystem::exists(ckpt_path)) {
     io::Checkpoint ck = io::Checkpoint::load(ckpt_path);
     model.load_state_dict(ck.section("model"));
@@ -205,6 +206,7 @@ int run(int argc, char** argv) {
     io::LoaderPosition pos = io::load_loader_position(ck, "train");
     loader.restore({pos.epoch, pos.batch});
     step = ck.get_int("step");
+    ema = ck.get_float("loss_ema");
     fmt::print("resumed from {} at step {}\n", ckpt_path, step);
   }
   examples::CsvLogger csv(c.out + "/metrics.csv", {"step", "epoch", "loss", "lr", "test_accuracy"},
@@ -231,7 +233,6 @@ int run(int argc, char** argv) {
   // --- training -------------------------------------------------------------------------------
   std::vector<double> loss_x, loss_y, acc_x, acc_y;
   examples::ProgressBar bar("train", total_steps, 50);
-  double ema = 0, test_acc = 0;
   model.train();
   for (; step < total_steps;) {
     auto batch = loader.next();
@@ -268,6 +269,7 @@ int run(int argc, char** argv) {
       ck.put_section("scheduler", sched.state_dict());
       io::save_generator(ck, "default", default_generator());
       ck.set("step", step);
+      ck.set("loss_ema", ema);
       io::save_loader_position(ck, "train", {loader.cursor().epoch, loader.cursor().batch});
       ck.save(ckpt_path);
       if (c.stop_after > 0 && step >= c.stop_after && step < total_steps) {
