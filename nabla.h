@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/gradcheck.h"
+#include "core/io/checkpoint.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "nn/activation.h"

@@ -178,9 +178,8 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse_args(argc, argv);
   try {
-    return run(args);
+    return run(parse_args(argc, argv));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "resume_mlp: %s\n", e.what());
     return 1;

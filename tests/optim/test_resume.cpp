@@ -79,7 +79,6 @@ Run run_trainer(const TempDir& dir, const std::vector<std::string>& args,
     if (fo < 0 || fe < 0) ::_exit(126);
     ::dup2(fo, 1);
     ::dup2(fe, 2);
-    ::setenv("OMP_NUM_THREADS", "2", 1);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
