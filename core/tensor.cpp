@@ -52,7 +52,8 @@ T Tensor::item() const {
     throw ValueError(fmt::format("item: tensor of shape {} has {} elements, expected 1",
                                  shape_str(shape()), numel()));
   // Converts from any dtype, like libtorch's item<T>().
-  return dispatch_all(dtype(), [&](auto tag) { return static_cast<T>(*data_ptr<decltype(tag)>()); });
+  return dispatch_all(dtype(),
+                      [&](auto tag) { return static_cast<T>(*data_ptr<decltype(tag)>()); });
 }
 template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;

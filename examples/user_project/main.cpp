@@ -6,8 +6,8 @@ using namespace nabla;
 
 int main() {
   // Points (x, y) labelled by the quadrant sign of x * y: not linearly separable.
-  Tensor x = tensor({{1, 2}, {-1, 2}, {-2, -1}, {2, -1}, {0.5, 0.3}, {-0.4, 0.6}, {-0.5, -0.2},
-                     {0.3, -0.8}});
+  Tensor x = tensor(
+      {{1, 2}, {-1, 2}, {-2, -1}, {2, -1}, {0.5, 0.3}, {-0.4, 0.6}, {-0.5, -0.2}, {0.3, -0.8}});
   Tensor y = from_vector<int64_t>({0, 1, 0, 1, 0, 1, 0, 1}, {8});
 
   manual_seed(0);
