@@ -1,0 +1,67 @@
+#include "bench/common.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/parallel.h"
+
+namespace nabla::bench {
+
+void add_common_options(CLI::App& app, Options& opt) {
+  app.add_option("--threads", opt.threads, "threads for OpenMP loops and BLAS")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", opt.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
+  app.add_option("--reps", opt.reps, "timed runs (the median is reported)")
+      ->check(CLI::PositiveNumber);
+}
+
+void apply_threads(const Options& opt) {
+  set_num_threads(opt.threads);
+  if (num_threads() != opt.threads)
+    throw std::runtime_error(
+        fmt::format("bench: asked for {} threads, got {}", opt.threads, num_threads()));
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+Timing summarize(std::vector<double> samples_ms) {
+  if (samples_ms.empty()) return {};
+  std::sort(samples_ms.begin(), samples_ms.end());
+  const size_t n = samples_ms.size();
+  const double median =
+      n % 2 ? samples_ms[n / 2] : 0.5 * (samples_ms[n / 2 - 1] + samples_ms[n / 2]);
+  return {median, samples_ms.front()};
+}
+
+void report(const Timing& t, double base_rss_mb, const Fields& extra) {
+  std::string line =
+      fmt::format("MEASURE ms={:.6g} min_ms={:.6g} rss_mb={:.1f} base_rss_mb={:.1f} threads={}",
+                  t.median_ms, t.min_ms, peak_rss_mb(), base_rss_mb, num_threads());
+  for (const auto& [k, v] : extra) line += fmt::format(" {}={}", k, v);
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+std::vector<int64_t> parse_dims(const std::string& s) {
+  std::vector<int64_t> dims;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t end = s.find('x', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string part = s.substr(pos, end - pos);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument(fmt::format("bad shape '{}', want e.g. 2048x512", s));
+    dims.push_back(std::stoll(part));
+    pos = end + 1;
+  }
+  return dims;
+}
+
+}  // namespace nabla::bench
