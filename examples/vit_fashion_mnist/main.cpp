@@ -1,0 +1,305 @@
+// vit_fashion_mnist: a Vision Transformer (nn::ViT, Dosovitskiy et al. 2020) classifies
+// Fashion-MNIST (Debian's dataset-fashion-mnist: 60000 train / 10000 test 28x28 grayscale
+// images of 10 kinds of clothing).
+//
+//   image (1, 28, 28), normalised -> 7x7 patches of 4x4 -> linear patch embedding + CLS token
+//         + learned positions -> N x pre-norm Transformer block -> LayerNorm -> CLS -> Linear
+//
+// Prints a progress bar, per-epoch test accuracy, a confusion matrix; writes metrics.csv,
+// loss.png, confusion.png, attention.png (the last block's CLS attention over the 7x7 patches,
+// averaged over heads, for 6 test images) and a checkpoint (resume with --resume). Ends with a
+// RESULT line.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+
+#include "core/io/checkpoint.h"
+#include "data/dataloader.h"
+#include "data/idx.h"
+#include "examples/common/plot.h"
+#include "examples/common/progress.h"
+#include "nabla.h"
+
+using namespace nabla;
+
+namespace {
+
+constexpr double kMean = 0.2860, kStd = 0.3530;  // Fashion-MNIST training-set pixel statistics
+const std::vector<std::string> kClasses = {"T-shirt", "Trouser", "Pullover", "Dress", "Coat",
+                                           "Sandal",  "Shirt",   "Sneaker",  "Bag",   "Boot"};
+
+struct Config {
+  int64_t dim = 64, depth = 4, heads = 4, mlp = 128, patch = 4;
+  double dropout = 0.1, label_smoothing = 0.1;
+  int epochs = 3;
+  // Default sized for ~10 minutes on 2 idle cores (~1 s per step at depth 4): 3 epochs over an
+  // evenly spread third of the training set, evaluated on the full test set.
+  int64_t batch_size = 128, train_limit = 20000, test_limit = 0;
+  double lr = 1e-3, weight_decay = 0.05;
+  int64_t warmup_steps = 200;
+  uint64_t seed = 42;
+  std::string out = "runs/vit_fashion_mnist";
+  bool resume = false, smoke = false;
+  int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
+  int threads = 0;
+};
+
+struct Batch {
+  Tensor images, labels;
+};
+
+// Every k-th example so that `keep` remain (an evenly spread subset, all classes present).
+data::ImageDataset thin(const data::ImageDataset& d, int64_t keep) {
+  const int64_t n = d.images.size(0);
+  if (keep <= 0 || keep >= n) return d;
+  const int64_t step = n / keep;
+  return {d.images.slice(0, 0, step * keep, step).contiguous(),
+          d.labels.slice(0, 0, step * keep, step).contiguous()};
+}
+
+// (N, 28, 28) in [0, 1] -> (N, 1, 28, 28) normalised.
+Tensor normalise(const Tensor& images) {
+  return div(sub(images, kMean), kStd).unsqueeze(1).contiguous();
+}
+
+int run(int argc, char** argv) {
+  Config c;
+  CLI::App app{"Vision Transformer on Fashion-MNIST (Debian's dataset-fashion-mnist)"};
+  app.add_option("--epochs", c.epochs, "training epochs");
+  app.add_option("--batch-size", c.batch_size, "images per batch");
+  app.add_option("--dim", c.dim, "token width");
+  app.add_option("--depth", c.depth, "Transformer blocks");
+  app.add_option("--heads", c.heads, "attention heads");
+  app.add_option("--mlp", c.mlp, "feed-forward width");
+  app.add_option("--patch", c.patch, "patch size (must divide 28)");
+  app.add_option("--dropout", c.dropout, "dropout inside the blocks");
+  app.add_option("--label-smoothing", c.label_smoothing, "cross-entropy label smoothing");
+  app.add_option("--lr", c.lr, "peak learning rate (AdamW)");
+  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay");
+  app.add_option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay");
+  app.add_option("--train-limit", c.train_limit, "use only this many training images (0 = all)");
+  app.add_option("--test-limit", c.test_limit, "use only this many test images (0 = all)");
+  app.add_option("--seed", c.seed, "seed for init, dropout and shuffling");
+  app.add_option("--out", c.out, "output directory (metrics, plots, checkpoint)");
+  app.add_option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)");
+  app.add_flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors");
+  app.add_flag("--smoke", c.smoke, "one short epoch on 512 train / 256 test images (for tests)");
+  app.add_option("--stop-after", c.stop_after,
+                 "stop (as if interrupted) at the first checkpoint at or after this step");
+  CLI11_PARSE(app, argc, argv);
+  if (c.threads > 0) set_num_threads(c.threads);
+  if (c.patch <= 0 || 28 % c.patch != 0) throw ValueError("--patch must divide 28");
+  std::filesystem::create_directories(c.out);
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // --- data ---------------------------------------------------------------------------------
+  data::ImageDataset train = data::read_mnist_style(data::kFashionMnistDir, "train");
+  data::ImageDataset test = data::read_mnist_style(data::kFashionMnistDir, "t10k");
+  if (c.smoke) {
+    c.train_limit = 512;
+    c.test_limit = 256;
+    c.epochs = 1;
+    c.depth = std::min<int64_t>(c.depth, 2);
+  }
+  train = thin(train, c.train_limit);
+  test = thin(test, c.test_limit);
+  const Tensor train_x = normalise(train.images), test_x = normalise(test.images);
+  const int64_t n_train = train_x.size(0), n_test = test_x.size(0);
+  fmt::print("vit_fashion_mnist: {} train / {} test images, {}\n", n_train, n_test, runtime_info());
+
+  data::DataLoader<Batch>::Options lopts;
+  lopts.batch_size = c.batch_size;
+  lopts.seed = c.seed;
+  data::DataLoader<Batch> loader(n_train, lopts, [&](const std::vector<int64_t>& idx) {
+    Tensor i = from_vector(idx, {static_cast<int64_t>(idx.size())});
+    return Batch{index_select(train_x, 0, i), index_select(train.labels, 0, i)};
+  });
+
+  // --- model and optimisation ---------------------------------------------------------------
+  manual_seed(c.seed);
+  nn::ViTConfig vc;
+  vc.image_size = 28;
+  vc.patch_size = c.patch;
+  vc.in_channels = 1;
+  vc.num_classes = 10;
+  vc.dim = c.dim;
+  vc.depth = c.depth;
+  vc.heads = c.heads;
+  vc.mlp_dim = c.mlp;
+  vc.dropout = c.dropout;
+  nn::ViT model(vc);
+  optim::AdamW opt(model.parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
+  const int64_t steps_per_epoch = loader.batches_per_epoch();
+  const int64_t total_steps = steps_per_epoch * c.epochs;
+  const int64_t warmup = std::min(c.warmup_steps, std::max<int64_t>(1, total_steps / 5));
+  optim::SequentialLR sched(
+      opt,
+      {std::make_shared<optim::LinearLR>(opt, 0.01, 1.0, warmup),
+       std::make_shared<optim::CosineAnnealingLR>(opt, total_steps - warmup, c.lr * 0.01)},
+      {warmup});
+  fmt::print("model: ViT dim {} depth {} heads {} mlp {}, {} patches + CLS, {} parameters\n", c.dim,
+             c.depth, c.heads, c.mlp, model.grid()[0] * model.grid()[1], model.num_parameters());
+  fmt::print("{} steps ({} per epoch, batch {})\n", total_steps, steps_per_epoch, c.batch_size);
+
+  const std::string ckpt_path = c.out + "/checkpoint.safetensors";
+  int64_t step = 0;
+  double ema = 0, test_acc = 0;  // ema: smoothed training loss for the progress bar and CSV
+  if (c.resume && std::filesystem::exists(ckpt_path)) {
+    io::Checkpoint ck = io::Checkpoint::load(ckpt_path);
+    model.load_state_dict(ck.section("model"));
+    opt.load_state_dict(ck.section("optimizer"));
+    sched.load_state_dict(ck.section("scheduler"));
+    io::load_generator(ck, "default", default_generator());
+    io::LoaderPosition pos = io::load_loader_position(ck, "train");
+    loader.restore({pos.epoch, pos.batch});
+    step = ck.get_int("step");
+    ema = ck.get_float("loss_ema");
+    fmt::print("resumed from {} at step {}\n", ckpt_path, step);
+  }
+  examples::CsvLogger csv(c.out + "/metrics.csv", {"step", "epoch", "loss", "lr", "test_accuracy"},
+                          c.resume);
+
+  auto evaluate = [&](std::vector<std::vector<int64_t>>* confusion) {
+    NoGradGuard no_grad;
+    model.eval();
+    int64_t correct = 0;
+    const int64_t eb = 500;
+    for (int64_t s = 0; s < n_test; s += eb) {
+      const int64_t len = std::min(eb, n_test - s);
+      Tensor pred = argmax(model.forward(test_x.narrow(0, s, len)), -1);
+      auto p = pred.to_vector<int64_t>(), y = test.labels.narrow(0, s, len).to_vector<int64_t>();
+      for (size_t i = 0; i < p.size(); ++i) {
+        correct += p[i] == y[i];
+        if (confusion) (*confusion)[static_cast<size_t>(y[i])][static_cast<size_t>(p[i])]++;
+      }
+    }
+    model.train();
+    return static_cast<double>(correct) / static_cast<double>(n_test);
+  };
+
+  // --- training -------------------------------------------------------------------------------
+  std::vector<double> loss_x, loss_y;
+  examples::ProgressBar bar("train", total_steps, 50);
+  model.train();
+  for (; step < total_steps;) {
+    auto batch = loader.next();
+    if (!batch) {
+      loader.next_epoch();
+      continue;
+    }
+    Tensor logits = model.forward(batch->images);
+    Tensor loss = cross_entropy(logits, batch->labels, {.label_smoothing = c.label_smoothing});
+    opt.zero_grad();
+    loss.backward();
+    optim::clip_grad_norm_(model.parameters(), 1.0);
+    opt.step();
+    sched.step();
+    ++step;
+    const double l = loss.item();
+    ema = step == 1 ? l : 0.98 * ema + 0.02 * l;
+    loss_x.push_back(static_cast<double>(step));
+    loss_y.push_back(l);
+    bar.update(step, {{"loss", ema}, {"lr", opt.param_groups()[0].lr}}, batch->labels.numel());
+    const bool epoch_end = step % steps_per_epoch == 0 || step == total_steps;
+    if (epoch_end) {
+      test_acc = evaluate(nullptr);
+      bar.finish();
+      const int64_t epoch = (step + steps_per_epoch - 1) / steps_per_epoch;
+      fmt::print("epoch {} step {}: train loss {:.4f}, test accuracy {:.4f} ({:.1f} s)\n", epoch,
+                 step, ema, test_acc, examples::seconds_since(t0));
+      csv.row({static_cast<double>(step), static_cast<double>(epoch), ema, opt.param_groups()[0].lr,
+               test_acc});
+      io::Checkpoint ck;
+      ck.put_section("model", model.state_dict());
+      ck.put_section("optimizer", opt.state_dict());
+      ck.put_section("scheduler", sched.state_dict());
+      io::save_generator(ck, "default", default_generator());
+      ck.set("step", step);
+      ck.set("loss_ema", ema);
+      io::save_loader_position(ck, "train", {loader.cursor().epoch, loader.cursor().batch});
+      ck.save(ckpt_path);
+      if (c.stop_after > 0 && step >= c.stop_after && step < total_steps) {
+        fmt::print("stopping at step {} as asked (--stop-after); continue with --resume\n", step);
+        return 0;
+      }
+    }
+  }
+  const double train_s = examples::seconds_since(t0);
+
+  // --- report ---------------------------------------------------------------------------------
+  std::vector<std::vector<int64_t>> confusion(10, std::vector<int64_t>(10));
+  test_acc = evaluate(&confusion);
+  fmt::print("\nconfusion matrix (rows: true class, columns: predicted)\n{:>9}", "");
+  for (const auto& l : kClasses) fmt::print("{:>9}", l);
+  fmt::print("\n");
+  std::vector<std::vector<double>> conf_d;
+  for (size_t i = 0; i < confusion.size(); ++i) {
+    fmt::print("{:>9}", kClasses[i]);
+    conf_d.emplace_back();
+    for (int64_t v : confusion[i]) {
+      fmt::print("{:>9}", v);
+      conf_d.back().push_back(static_cast<double>(v));
+    }
+    fmt::print("\n");
+  }
+
+  // CLS attention of the last block over the patch grid, averaged over heads, for 6 test
+  // images: the top row is each image with the (upsampled, per-image min-max scaled) map
+  // blended in, the bottom row the plain image; captions are "true/predicted".
+  std::vector<std::vector<double>> tiles, overlays;
+  std::vector<std::string> captions;
+  {
+    NoGradGuard no_grad;
+    model.eval();
+    model.set_store_attention(true);
+    const int64_t k = std::min<int64_t>(6, n_test);
+    Tensor pred = argmax(model.forward(test_x.narrow(0, 0, k)), -1);
+    Tensor att = mean(model.cls_attention_map(), {1}).contiguous();  // (k, gh, gw)
+    model.set_store_attention(false);
+    const auto gh = model.grid()[0], gw = model.grid()[1];
+    const auto a = att.to_vector<float>();
+    const auto img = test.images.narrow(0, 0, k).contiguous().to_vector<float>();
+    const auto p = pred.to_vector<int64_t>(), y = test.labels.narrow(0, 0, k).to_vector<int64_t>();
+    std::vector<std::vector<double>> plain;
+    for (int64_t b = 0; b < k; ++b) {
+      const auto* ab = a.data() + b * gh * gw;
+      const auto [lo, hi] = std::minmax_element(ab, ab + gh * gw);
+      std::vector<double> im(28 * 28), ov(28 * 28);
+      for (int64_t i = 0; i < 28; ++i)
+        for (int64_t j = 0; j < 28; ++j) {
+          const auto idx = static_cast<size_t>(i * 28 + j);
+          im[idx] = img[static_cast<size_t>(b * 784) + idx];
+          const float v = ab[(i / c.patch) * gw + j / c.patch];
+          ov[idx] = *hi > *lo ? (v - *lo) / (*hi - *lo) : 0.0;
+        }
+      tiles.push_back(im);
+      plain.push_back(im);
+      overlays.push_back(ov);
+      captions.push_back(kClasses[static_cast<size_t>(y[static_cast<size_t>(b)])] + "/" +
+                         kClasses[static_cast<size_t>(p[static_cast<size_t>(b)])]);
+    }
+    tiles.insert(tiles.end(), plain.begin(), plain.end());
+    const std::vector<std::string> top = captions;  // inserting a vector's own range is UB
+    captions.insert(captions.end(), top.begin(), top.end());
+  }
+  viz::image_grid(c.out + "/attention.png", tiles, 28, 28, overlays, captions, 6);
+  viz::line_plot(c.out + "/loss.png", {{"train loss", loss_x, loss_y, viz::kPalette[0]}},
+                 {"vit_fashion_mnist: training loss", "step", "cross-entropy"});
+  viz::heatmap(c.out + "/confusion.png", conf_d, "confusion (true x predicted)", kClasses,
+               kClasses);
+  fmt::print(
+      "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv, loss.png, "
+      "confusion.png, attention.png\n",
+      test_acc, step, train_s, c.out);
+  fmt::print(
+      "RESULT example=vit_fashion_mnist test_accuracy={:.4f} steps={} params={} "
+      "train_s={:.1f}\n",
+      test_acc, step, model.num_parameters(), train_s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return examples::guarded_main(argc, argv, run); }
