@@ -263,9 +263,9 @@ int run(int argc, char** argv) {
   const bool g2p = c.task == "g2p";
   if (c.epochs <= 0) c.epochs = g2p ? 10 : 6;
   if (c.smoke) {
-    c.train_size = 320;
-    c.test_size = 64;
-    c.eval_size = 64;
+    c.train_size = 256;
+    c.test_size = 32;
+    c.eval_size = 32;
     c.epochs = 2;
     c.hidden = std::min<int64_t>(c.hidden, 32);
     c.embed = std::min<int64_t>(c.embed, 16);
