@@ -7,12 +7,12 @@
 // error of both estimators on a clean test grid.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 
+#include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "nabla.h"
@@ -40,16 +40,16 @@ Tensor pool(const Tensor& queries, const Tensor& keys, const Tensor& values, con
 }  // namespace
 
 int run(int argc, char** argv) {
-  CLI::App app{"Nadaraya-Watson attention pooling (non-parametric vs parametric)"};
+  examples::CommandLine cli{"Nadaraya-Watson attention pooling (non-parametric vs parametric)"};
   int epochs = 5;
   double lr = 0.5;
   uint64_t seed = 2026;
   std::string out_dir = "runs/attention_pooling";
-  app.add_option("--epochs", epochs, "SGD epochs for the parametric width w");
-  app.add_option("--lr", lr, "learning rate");
-  app.add_option("--seed", seed, "data seed");
-  app.add_option("--out", out_dir, "directory for the PNG figures");
-  CLI11_PARSE(app, argc, argv);
+  cli.option("--epochs", epochs, "SGD epochs for the parametric width w");
+  cli.option("--lr", lr, "learning rate");
+  cli.option("--seed", seed, "data seed");
+  cli.option("--out", out_dir, "directory for the PNG figures");
+  if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
   std::filesystem::create_directories(out_dir);
 
   const auto t0 = std::chrono::steady_clock::now();

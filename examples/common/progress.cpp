@@ -14,6 +14,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 int guarded_main(int argc, char** argv, int (*run)(int, char**)) {
+  // Line-buffered stdout so a log file or pipe shows each epoch as it ends, in order with the
+  // progress bar on stderr.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
@@ -22,10 +25,11 @@ int guarded_main(int argc, char** argv, int (*run)(int, char**)) {
   }
 }
 
-ProgressBar::ProgressBar(std::string label, int64_t total_steps, int64_t every)
+ProgressBar::ProgressBar(std::string label, int64_t total_steps, int64_t every, int64_t first_step)
     : label_(std::move(label)),
       total_(total_steps),
       every_(every),
+      first_(first_step),
       tty_(::isatty(STDERR_FILENO) != 0),
       start_(std::chrono::steady_clock::now()) {}
 
@@ -36,7 +40,8 @@ void ProgressBar::update(int64_t step, const std::map<std::string, double>& metr
   if (!tty_ && step % every_ != 0 && !last) return;
   const double t = seconds_since(start_);
   const double frac = total_ > 0 ? static_cast<double>(step) / static_cast<double>(total_) : 1.0;
-  const double eta = frac > 0 ? t / frac - t : 0;
+  const auto done = static_cast<double>(step - first_), left = static_cast<double>(total_ - step);
+  const double eta = done > 0 ? t / done * left : 0;
   const int width = 24, filled = static_cast<int>(frac * width);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(width, '.');

@@ -6,11 +6,11 @@
 // gradient of the attention weights' projection with respect to the logits, scaled vs unscaled.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 
+#include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "nabla.h"
@@ -41,15 +41,16 @@ Stats measure(const Tensor& q, const Tensor& k, double scale, Generator& gen) {
 }  // namespace
 
 int run(int argc, char** argv) {
-  CLI::App app{"d_k scaling experiment (seed 002): scaled vs unscaled dot-product attention"};
+  examples::CommandLine cli{
+      "d_k scaling experiment (seed 002): scaled vs unscaled dot-product attention"};
   int64_t trials = 2000, keys = 32;
   uint64_t seed = 7;
   std::string out_dir = "runs/scaling_experiment";
-  app.add_option("--trials", trials, "independent queries per d_k");
-  app.add_option("--keys", keys, "keys per query");
-  app.add_option("--seed", seed, "random seed");
-  app.add_option("--out", out_dir, "directory for the PNG plot");
-  CLI11_PARSE(app, argc, argv);
+  cli.option("--trials", trials, "independent queries per d_k");
+  cli.option("--keys", keys, "keys per query");
+  cli.option("--seed", seed, "random seed");
+  cli.option("--out", out_dir, "directory for the PNG plot");
+  if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
   std::filesystem::create_directories(out_dir);
   const auto t0 = std::chrono::steady_clock::now();
 

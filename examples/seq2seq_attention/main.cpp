@@ -15,21 +15,22 @@
 // (resume with --resume). Ends with a RESULT line.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
-#include "core/io/checkpoint.h"
 #include "data/dataloader.h"
 #include "data/langid.h"
 #include "data/tokenizer.h"
+#include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
+#include "examples/common/training.h"
 #include "nabla.h"
 #include "nn/seq2seq.h"
 
@@ -40,7 +41,7 @@ namespace {
 
 struct Config {
   std::string task = "dates";
-  std::string cmu_dir = "/usr/share/festival/dicts/cmu";
+  std::string cmu_dir;  // empty: festlex-cmu's install path, else where get-cmudict.sh unpacks
   int64_t embed = 32, hidden = 128, layers = 1;
   double dropout = 0.1;
   int epochs = 0;  // 0: the task's default
@@ -51,6 +52,7 @@ struct Config {
   uint64_t seed = 42;
   std::string out = "runs/seq2seq_attention";
   bool resume = false, smoke = false;
+  int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
 
@@ -136,15 +138,31 @@ Dataset make_dates(int64_t n_train, int64_t n_test, uint64_t seed) {
 }
 
 // ---- g2p ----------------------------------------------------------------------------------
+// festlex-cmu's path when the package is installed, else where scripts/get-cmudict.sh unpacks
+// the .deb (it avoids installing festival).
+std::string default_cmu_dir() {
+  const std::string installed = "/usr/share/festival/dicts/cmu";
+  if (std::filesystem::exists(installed + "/cmudict-0.4.out")) return installed;
+  std::string base;
+  if (const char* d = std::getenv("NABLA_DATA_DIR")) {
+    base = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME")) {
+    base = std::string(x) + "/nabla";
+  } else if (const char* h = std::getenv("HOME")) {
+    base = std::string(h) + "/.cache/nabla";
+  }
+  return base + "/festlex-cmu" + installed;
+}
+
 // cmudict-0.4.out lines: ("abbreviate" nil (((ax) 0) ((b r iy) 1) ((v iy) 0) ((ey t) 1)))
 Dataset load_cmu(const std::string& dir, int64_t n_train, int64_t n_test) {
   const std::string path = dir + "/cmudict-0.4.out";
   std::ifstream in(path);
   if (!in)
     throw std::runtime_error(fmt::format(
-        "seq2seq_attention: {} not found. Get the CMU dictionary from Debian's festlex-cmu: "
-        "`apt-get download festlex-cmu && dpkg -x festlex-cmu_*.deb <dir>` and pass "
-        "--cmu-dir <dir>/usr/share/festival/dicts/cmu",
+        "seq2seq_attention: {} not found. Unpack the CMU dictionary from Debian's festlex-cmu "
+        "with scripts/get-cmudict.sh (or `apt-get download festlex-cmu && dpkg -x "
+        "festlex-cmu_*.deb <dir>` and pass --cmu-dir <dir>/usr/share/festival/dicts/cmu)",
         path));
   Dataset ds;
   std::set<std::string> seen;
@@ -237,26 +255,30 @@ struct Encoded {
 
 int run(int argc, char** argv) {
   Config c;
-  CLI::App app{"GRU encoder-decoder with Bahdanau attention: dates -> ISO, or grapheme -> phoneme"};
-  app.add_option("--task", c.task, "dates (synthetic) or g2p (CMU dictionary)")
-      ->check(CLI::IsMember({"dates", "g2p"}));
-  app.add_option("--cmu-dir", c.cmu_dir, "directory holding cmudict-0.4.out (g2p)");
-  app.add_option("--epochs", c.epochs, "training epochs (default: dates 6, g2p 10)");
-  app.add_option("--batch-size", c.batch_size, "examples per batch");
-  app.add_option("--embed", c.embed, "embedding size");
-  app.add_option("--hidden", c.hidden, "GRU hidden size");
-  app.add_option("--layers", c.layers, "GRU layers");
-  app.add_option("--dropout", c.dropout, "dropout");
-  app.add_option("--lr", c.lr, "learning rate (Adam)");
-  app.add_option("--train-size", c.train_size, "training examples (dates 20000, g2p all)");
-  app.add_option("--test-size", c.test_size, "test examples (dates 1000, g2p all)");
-  app.add_option("--eval-size", c.eval_size, "test examples decoded after each epoch");
-  app.add_option("--seed", c.seed, "seed for data, init, dropout and shuffling");
-  app.add_option("--out", c.out, "output directory (metrics, plots, checkpoint)");
-  app.add_option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)");
-  app.add_flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors");
-  app.add_flag("--smoke", c.smoke, "a few steps on a few hundred examples (for tests)");
-  CLI11_PARSE(app, argc, argv);
+  examples::CommandLine cli(
+      "GRU encoder-decoder with Bahdanau attention: dates -> ISO, or grapheme -> phoneme");
+  cli.choice("--task", c.task, {"dates", "g2p"}, "dates (synthetic) or g2p (CMU dictionary)")
+      .option("--cmu-dir", c.cmu_dir,
+              "directory holding cmudict-0.4.out (g2p; default: festlex-cmu's, or where "
+              "scripts/get-cmudict.sh unpacks it)")
+      .option("--epochs", c.epochs, "training epochs (0: dates 6, g2p 10)")
+      .option("--batch-size", c.batch_size, "examples per batch")
+      .option("--embed", c.embed, "embedding size")
+      .option("--hidden", c.hidden, "GRU hidden size")
+      .option("--layers", c.layers, "GRU layers")
+      .option("--dropout", c.dropout, "dropout")
+      .option("--lr", c.lr, "learning rate (Adam)")
+      .option("--train-size", c.train_size, "training examples (0: dates 20000, g2p all)")
+      .option("--test-size", c.test_size, "test examples (0: dates 1000, g2p all)")
+      .option("--eval-size", c.eval_size, "test examples decoded after each epoch")
+      .option("--seed", c.seed, "seed for data, init, dropout and shuffling")
+      .option("--out", c.out, "output directory (metrics, plots, checkpoint)")
+      .option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)")
+      .flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors")
+      .flag("--smoke", c.smoke, "a few steps on a few hundred examples (for tests)")
+      .option("--stop-after", c.stop_after,
+              "stop (as if interrupted) at the first checkpoint at or after this step");
+  if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
   if (c.threads > 0) set_num_threads(c.threads);
   std::filesystem::create_directories(c.out);
   const auto t0 = std::chrono::steady_clock::now();
@@ -272,6 +294,7 @@ int run(int argc, char** argv) {
   }
 
   // --- data ---------------------------------------------------------------------------------
+  if (c.cmu_dir.empty()) c.cmu_dir = default_cmu_dir();
   Dataset ds = g2p ? load_cmu(c.cmu_dir, c.train_size, c.test_size)
                    : make_dates(c.train_size > 0 ? c.train_size : 20000,
                                 c.test_size > 0 ? c.test_size : 1000, c.seed);
@@ -333,19 +356,14 @@ int run(int argc, char** argv) {
   fmt::print("model: {} parameters, {} steps ({} per epoch)\n", model.num_parameters(), total_steps,
              steps_per_epoch);
 
-  const std::string ckpt_path = c.out + "/checkpoint.safetensors";
-  int64_t step = 0;
-  double ema = 0;
-  if (c.resume && std::filesystem::exists(ckpt_path)) {
-    io::Checkpoint ck = io::Checkpoint::load(ckpt_path);
-    model.load_state_dict(ck.section("model"));
-    opt.load_state_dict(ck.section("optimizer"));
-    io::load_generator(ck, "default", default_generator());
-    io::LoaderPosition pos = io::load_loader_position(ck, "train");
-    loader.restore({pos.epoch, pos.batch});
-    step = ck.get_int("step");
-    ema = ck.get_float("loss_ema");
-    fmt::print("resumed from {} at step {}\n", ckpt_path, step);
+  const examples::Checkpointer checkpointer(c.out + "/checkpoint.safetensors", model, opt);
+  examples::RunState state;
+  if (c.resume) {
+    if (auto saved = checkpointer.load()) {
+      state = saved->first;
+      loader.restore(saved->second);
+      fmt::print("resumed from {} at step {}\n", checkpointer.path(), state.step);
+    }
   }
   const std::vector<std::string> columns =
       g2p ? std::vector<std::string>{"step", "epoch", "loss", "word_accuracy", "per"}
@@ -377,10 +395,10 @@ int run(int argc, char** argv) {
   };
 
   // --- training -------------------------------------------------------------------------------
-  std::vector<double> loss_x, loss_y;
-  examples::ProgressBar bar("train", total_steps, 50);
+  examples::LossCurve losses(state.loss_ema);
+  examples::ProgressBar bar("train", total_steps, 50, state.step);
   model.train();
-  while (step < total_steps) {
+  while (state.step < total_steps) {
     auto batch = loader.next();
     if (!batch) {
       loader.next_epoch();
@@ -394,33 +412,27 @@ int run(int argc, char** argv) {
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
-    ++step;
-    const double l = loss.item();
-    ema = step == 1 ? l : 0.98 * ema + 0.02 * l;
-    loss_x.push_back(static_cast<double>(step));
-    loss_y.push_back(l);
-    bar.update(step, {{"loss", ema}}, batch->tokens);
+    const int64_t step = ++state.step;
+    state.loss_ema = losses.add(step, loss.item());
+    bar.update(step, {{"loss", state.loss_ema}}, batch->tokens);
     if (step % steps_per_epoch == 0 || step == total_steps) {
       bar.finish();
       const Scores s = evaluate(c.eval_size);
       const double epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
       if (g2p) {
         fmt::print("epoch {:.0f} step {}: train loss {:.4f}, word accuracy {:.4f}, PER {:.4f}\n",
-                   epoch, step, ema, s.word_accuracy, s.per);
-        csv.row({static_cast<double>(step), epoch, ema, s.word_accuracy, s.per});
+                   epoch, step, state.loss_ema, s.word_accuracy, s.per);
+        csv.row({static_cast<double>(step), epoch, state.loss_ema, s.word_accuracy, s.per});
       } else {
         fmt::print("epoch {:.0f} step {}: train loss {:.4f}, word accuracy {:.4f}\n", epoch, step,
-                   ema, s.word_accuracy);
-        csv.row({static_cast<double>(step), epoch, ema, s.word_accuracy});
+                   state.loss_ema, s.word_accuracy);
+        csv.row({static_cast<double>(step), epoch, state.loss_ema, s.word_accuracy});
       }
-      io::Checkpoint ck;
-      ck.put_section("model", model.state_dict());
-      ck.put_section("optimizer", opt.state_dict());
-      io::save_generator(ck, "default", default_generator());
-      ck.set("step", step);
-      ck.set("loss_ema", ema);
-      io::save_loader_position(ck, "train", {loader.cursor().epoch, loader.cursor().batch});
-      ck.save(ckpt_path);
+      checkpointer.save(state, loader.cursor());
+      if (c.stop_after > 0 && step >= c.stop_after && step < total_steps) {
+        fmt::print("stopping at step {} as asked (--stop-after); continue with --resume\n", step);
+        return 0;
+      }
     }
   }
   const double train_s = examples::seconds_since(t0);
@@ -451,19 +463,18 @@ int run(int argc, char** argv) {
                  fmt::format("attention: {} -> {}", ds.test[i].src, fmt::join(pred, sep)),
                  row_labels, col_labels);
   }
-  viz::line_plot(c.out + "/loss.png", {{"train loss", loss_x, loss_y, viz::kPalette[0]}},
-                 {"seq2seq_attention: training loss", "step", "cross-entropy per token"});
+  losses.plot(c.out + "/loss.png", "seq2seq_attention: training loss", "cross-entropy per token");
   fmt::print(
       "test word accuracy {:.4f}{} after {} steps in {:.1f} s; wrote {}/metrics.csv, "
       "loss.png, attention_0..2.png\n",
       final_scores.word_accuracy,
-      g2p ? fmt::format(", phoneme error rate {:.4f}", final_scores.per) : std::string(), step,
-      train_s, c.out);
+      g2p ? fmt::format(", phoneme error rate {:.4f}", final_scores.per) : std::string(),
+      state.step, train_s, c.out);
   fmt::print(
       "RESULT example=seq2seq_attention task={} word_accuracy={:.4f}{} steps={} params={} "
       "train_s={:.1f}\n",
       c.task, final_scores.word_accuracy,
-      g2p ? fmt::format(" per={:.4f}", final_scores.per) : std::string(), step,
+      g2p ? fmt::format(" per={:.4f}", final_scores.per) : std::string(), state.step,
       model.num_parameters(), train_s);
   return 0;
 }

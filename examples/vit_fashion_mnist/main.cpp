@@ -11,15 +11,15 @@
 // RESULT line.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
 
-#include "core/io/checkpoint.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
+#include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
+#include "examples/common/training.h"
 #include "nabla.h"
 
 using namespace nabla;
@@ -66,29 +66,29 @@ Tensor normalise(const Tensor& images) {
 
 int run(int argc, char** argv) {
   Config c;
-  CLI::App app{"Vision Transformer on Fashion-MNIST (Debian's dataset-fashion-mnist)"};
-  app.add_option("--epochs", c.epochs, "training epochs");
-  app.add_option("--batch-size", c.batch_size, "images per batch");
-  app.add_option("--dim", c.dim, "token width");
-  app.add_option("--depth", c.depth, "Transformer blocks");
-  app.add_option("--heads", c.heads, "attention heads");
-  app.add_option("--mlp", c.mlp, "feed-forward width");
-  app.add_option("--patch", c.patch, "patch size (must divide 28)");
-  app.add_option("--dropout", c.dropout, "dropout inside the blocks");
-  app.add_option("--label-smoothing", c.label_smoothing, "cross-entropy label smoothing");
-  app.add_option("--lr", c.lr, "peak learning rate (AdamW)");
-  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay");
-  app.add_option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay");
-  app.add_option("--train-limit", c.train_limit, "use only this many training images (0 = all)");
-  app.add_option("--test-limit", c.test_limit, "use only this many test images (0 = all)");
-  app.add_option("--seed", c.seed, "seed for init, dropout and shuffling");
-  app.add_option("--out", c.out, "output directory (metrics, plots, checkpoint)");
-  app.add_option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)");
-  app.add_flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors");
-  app.add_flag("--smoke", c.smoke, "one short epoch on 512 train / 256 test images (for tests)");
-  app.add_option("--stop-after", c.stop_after,
-                 "stop (as if interrupted) at the first checkpoint at or after this step");
-  CLI11_PARSE(app, argc, argv);
+  examples::CommandLine cli("Vision Transformer on Fashion-MNIST (Debian's dataset-fashion-mnist)");
+  cli.option("--epochs", c.epochs, "training epochs")
+      .option("--batch-size", c.batch_size, "images per batch")
+      .option("--dim", c.dim, "token width")
+      .option("--depth", c.depth, "Transformer blocks")
+      .option("--heads", c.heads, "attention heads")
+      .option("--mlp", c.mlp, "feed-forward width")
+      .option("--patch", c.patch, "patch size (must divide 28)")
+      .option("--dropout", c.dropout, "dropout inside the blocks")
+      .option("--label-smoothing", c.label_smoothing, "cross-entropy label smoothing")
+      .option("--lr", c.lr, "peak learning rate (AdamW)")
+      .option("--weight-decay", c.weight_decay, "AdamW weight decay")
+      .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
+      .option("--train-limit", c.train_limit, "use only this many training images (0 = all)")
+      .option("--test-limit", c.test_limit, "use only this many test images (0 = all)")
+      .option("--seed", c.seed, "seed for init, dropout and shuffling")
+      .option("--out", c.out, "output directory (metrics, plots, checkpoint)")
+      .option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)")
+      .flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors")
+      .flag("--smoke", c.smoke, "two short epochs on 256 train / 256 test images (for tests)")
+      .option("--stop-after", c.stop_after,
+              "stop (as if interrupted) at the first checkpoint at or after this step");
+  if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.patch <= 0 || 28 % c.patch != 0) throw ValueError("--patch must divide 28");
   std::filesystem::create_directories(c.out);
@@ -98,9 +98,9 @@ int run(int argc, char** argv) {
   data::ImageDataset train = data::read_mnist_style(data::kFashionMnistDir, "train");
   data::ImageDataset test = data::read_mnist_style(data::kFashionMnistDir, "t10k");
   if (c.smoke) {
-    c.train_limit = 512;
+    c.train_limit = 256;
     c.test_limit = 256;
-    c.epochs = 1;
+    c.epochs = 2;
     c.depth = std::min<int64_t>(c.depth, 2);
   }
   train = thin(train, c.train_limit);
@@ -133,57 +133,43 @@ int run(int argc, char** argv) {
   optim::AdamW opt(model.parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   const int64_t total_steps = steps_per_epoch * c.epochs;
-  const int64_t warmup = std::min(c.warmup_steps, std::max<int64_t>(1, total_steps / 5));
-  optim::SequentialLR sched(
-      opt,
-      {std::make_shared<optim::LinearLR>(opt, 0.01, 1.0, warmup),
-       std::make_shared<optim::CosineAnnealingLR>(opt, total_steps - warmup, c.lr * 0.01)},
-      {warmup});
+  auto sched = examples::warmup_cosine(opt, c.lr, c.warmup_steps, total_steps);
   fmt::print("model: ViT dim {} depth {} heads {} mlp {}, {} patches + CLS, {} parameters\n", c.dim,
              c.depth, c.heads, c.mlp, model.grid()[0] * model.grid()[1], model.num_parameters());
   fmt::print("{} steps ({} per epoch, batch {})\n", total_steps, steps_per_epoch, c.batch_size);
 
-  const std::string ckpt_path = c.out + "/checkpoint.safetensors";
-  int64_t step = 0;
-  double ema = 0, test_acc = 0;  // ema: smoothed training loss for the progress bar and CSV
-  if (c.resume && std::filesystem::exists(ckpt_path)) {
-    io::Checkpoint ck = io::Checkpoint::load(ckpt_path);
-    model.load_state_dict(ck.section("model"));
-    opt.load_state_dict(ck.section("optimizer"));
-    sched.load_state_dict(ck.section("scheduler"));
-    io::load_generator(ck, "default", default_generator());
-    io::LoaderPosition pos = io::load_loader_position(ck, "train");
-    loader.restore({pos.epoch, pos.batch});
-    step = ck.get_int("step");
-    ema = ck.get_float("loss_ema");
-    fmt::print("resumed from {} at step {}\n", ckpt_path, step);
+  const examples::Checkpointer checkpointer(c.out + "/checkpoint.safetensors", model, opt,
+                                            sched.get());
+  examples::RunState state;
+  if (c.resume) {
+    if (auto saved = checkpointer.load()) {
+      state = saved->first;
+      loader.restore(saved->second);
+      fmt::print("resumed from {} at step {}\n", checkpointer.path(), state.step);
+    }
   }
   examples::CsvLogger csv(c.out + "/metrics.csv", {"step", "epoch", "loss", "lr", "test_accuracy"},
                           c.resume);
 
-  auto evaluate = [&](std::vector<std::vector<int64_t>>* confusion) {
+  auto evaluate = [&] {
     NoGradGuard no_grad;
     model.eval();
-    int64_t correct = 0;
+    examples::ConfusionMatrix confusion(kClasses);
     const int64_t eb = 500;
     for (int64_t s = 0; s < n_test; s += eb) {
       const int64_t len = std::min(eb, n_test - s);
-      Tensor pred = argmax(model.forward(test_x.narrow(0, s, len)), -1);
-      auto p = pred.to_vector<int64_t>(), y = test.labels.narrow(0, s, len).to_vector<int64_t>();
-      for (size_t i = 0; i < p.size(); ++i) {
-        correct += p[i] == y[i];
-        if (confusion) (*confusion)[static_cast<size_t>(y[i])][static_cast<size_t>(p[i])]++;
-      }
+      confusion.add(test.labels.narrow(0, s, len),
+                    argmax(model.forward(test_x.narrow(0, s, len)), -1));
     }
     model.train();
-    return static_cast<double>(correct) / static_cast<double>(n_test);
+    return confusion;
   };
 
   // --- training -------------------------------------------------------------------------------
-  std::vector<double> loss_x, loss_y;
-  examples::ProgressBar bar("train", total_steps, 50);
+  examples::LossCurve losses(state.loss_ema);
+  examples::ProgressBar bar("train", total_steps, 50, state.step);
   model.train();
-  for (; step < total_steps;) {
+  while (state.step < total_steps) {
     auto batch = loader.next();
     if (!batch) {
       loader.next_epoch();
@@ -195,31 +181,20 @@ int run(int argc, char** argv) {
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
-    sched.step();
-    ++step;
-    const double l = loss.item();
-    ema = step == 1 ? l : 0.98 * ema + 0.02 * l;
-    loss_x.push_back(static_cast<double>(step));
-    loss_y.push_back(l);
-    bar.update(step, {{"loss", ema}, {"lr", opt.param_groups()[0].lr}}, batch->labels.numel());
-    const bool epoch_end = step % steps_per_epoch == 0 || step == total_steps;
-    if (epoch_end) {
-      test_acc = evaluate(nullptr);
+    sched->step();
+    const int64_t step = ++state.step;
+    state.loss_ema = losses.add(step, loss.item());
+    const double lr = opt.param_groups()[0].lr;
+    bar.update(step, {{"loss", state.loss_ema}, {"lr", lr}}, batch->labels.numel());
+    if (step % steps_per_epoch == 0 || step == total_steps) {
+      const double test_acc = evaluate().accuracy();
       bar.finish();
       const int64_t epoch = (step + steps_per_epoch - 1) / steps_per_epoch;
       fmt::print("epoch {} step {}: train loss {:.4f}, test accuracy {:.4f} ({:.1f} s)\n", epoch,
-                 step, ema, test_acc, examples::seconds_since(t0));
-      csv.row({static_cast<double>(step), static_cast<double>(epoch), ema, opt.param_groups()[0].lr,
-               test_acc});
-      io::Checkpoint ck;
-      ck.put_section("model", model.state_dict());
-      ck.put_section("optimizer", opt.state_dict());
-      ck.put_section("scheduler", sched.state_dict());
-      io::save_generator(ck, "default", default_generator());
-      ck.set("step", step);
-      ck.set("loss_ema", ema);
-      io::save_loader_position(ck, "train", {loader.cursor().epoch, loader.cursor().batch});
-      ck.save(ckpt_path);
+                 step, state.loss_ema, test_acc, examples::seconds_since(t0));
+      csv.row(
+          {static_cast<double>(step), static_cast<double>(epoch), state.loss_ema, lr, test_acc});
+      checkpointer.save(state, loader.cursor());
       if (c.stop_after > 0 && step >= c.stop_after && step < total_steps) {
         fmt::print("stopping at step {} as asked (--stop-after); continue with --resume\n", step);
         return 0;
@@ -229,21 +204,9 @@ int run(int argc, char** argv) {
   const double train_s = examples::seconds_since(t0);
 
   // --- report ---------------------------------------------------------------------------------
-  std::vector<std::vector<int64_t>> confusion(10, std::vector<int64_t>(10));
-  test_acc = evaluate(&confusion);
-  fmt::print("\nconfusion matrix (rows: true class, columns: predicted)\n{:>9}", "");
-  for (const auto& l : kClasses) fmt::print("{:>9}", l);
-  fmt::print("\n");
-  std::vector<std::vector<double>> conf_d;
-  for (size_t i = 0; i < confusion.size(); ++i) {
-    fmt::print("{:>9}", kClasses[i]);
-    conf_d.emplace_back();
-    for (int64_t v : confusion[i]) {
-      fmt::print("{:>9}", v);
-      conf_d.back().push_back(static_cast<double>(v));
-    }
-    fmt::print("\n");
-  }
+  const examples::ConfusionMatrix confusion = evaluate();
+  const double test_acc = confusion.accuracy();
+  confusion.print();
 
   // CLS attention of the last block over the patch grid, averaged over heads, for 6 test
   // images: the top row is each image with the (upsampled, per-image min-max scaled) map
@@ -285,18 +248,16 @@ int run(int argc, char** argv) {
     captions.insert(captions.end(), top.begin(), top.end());
   }
   viz::image_grid(c.out + "/attention.png", tiles, 28, 28, overlays, captions, 6);
-  viz::line_plot(c.out + "/loss.png", {{"train loss", loss_x, loss_y, viz::kPalette[0]}},
-                 {"vit_fashion_mnist: training loss", "step", "cross-entropy"});
-  viz::heatmap(c.out + "/confusion.png", conf_d, "confusion (true x predicted)", kClasses,
-               kClasses);
+  losses.plot(c.out + "/loss.png", "vit_fashion_mnist: training loss", "cross-entropy");
+  confusion.save_heatmap(c.out + "/confusion.png");
   fmt::print(
       "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv, loss.png, "
       "confusion.png, attention.png\n",
-      test_acc, step, train_s, c.out);
+      test_acc, state.step, train_s, c.out);
   fmt::print(
       "RESULT example=vit_fashion_mnist test_accuracy={:.4f} steps={} params={} "
       "train_s={:.1f}\n",
-      test_acc, step, model.num_parameters(), train_s);
+      test_acc, state.step, model.num_parameters(), train_s);
   return 0;
 }
 

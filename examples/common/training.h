@@ -1,0 +1,79 @@
+// Pieces every example trainer shares: a resumable checkpoint of the whole run, the smoothed
+// loss curve, the warm-up + cosine learning-rate schedule, and a confusion matrix.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/dataloader.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
+namespace nabla::examples {
+
+// Where a run stands. With the model, optimizer, scheduler, default generator (dropout masks)
+// and the loader's cursor it is enough to continue exactly as if the run had never stopped.
+struct RunState {
+  int64_t step = 0;
+  double loss_ema = 0;  // smoothed training loss shown by the progress bar and the CSV
+};
+
+// Saves and restores a run in one safetensors file (written atomically: a crash mid-save
+// keeps the previous checkpoint).
+class Checkpointer {
+ public:
+  Checkpointer(std::string path, nn::Module& model, optim::Optimizer& optimizer,
+               optim::LRScheduler* scheduler = nullptr);
+  void save(const RunState& state, const data::LoaderCursor& cursor) const;
+  // Restores everything from the file and returns the run's state and loader cursor; nullopt
+  // (and nothing touched) when the file does not exist.
+  std::optional<std::pair<RunState, data::LoaderCursor>> load() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  nn::Module& model_;
+  optim::Optimizer& optimizer_;
+  optim::LRScheduler* scheduler_;
+};
+
+// The per-step training loss and its exponential moving average (factor 0.98).
+class LossCurve {
+ public:
+  explicit LossCurve(double ema = 0) : ema_(ema) {}
+  // Records the loss of `step` (1-based) and returns the updated average.
+  double add(int64_t step, double loss);
+  double ema() const { return ema_; }
+  void plot(const std::string& path, const std::string& title, const std::string& ylabel) const;
+
+ private:
+  double ema_;
+  std::vector<double> steps_, losses_;
+};
+
+// Linear warm-up from 1% of `peak_lr` over `warmup` steps, then cosine decay to 1% at
+// `total_steps`. `warmup` is capped at a fifth of the run so short runs still decay.
+std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, double peak_lr,
+                                                  int64_t warmup, int64_t total_steps);
+
+// counts[true][predicted] over a fixed list of class names.
+class ConfusionMatrix {
+ public:
+  explicit ConfusionMatrix(std::vector<std::string> labels);
+  // truth, predicted: int64 tensors of the same length, values in [0, classes).
+  void add(const Tensor& truth, const Tensor& predicted);
+  int64_t total() const;
+  double accuracy() const;
+  // The table on stdout, one row per true class.
+  void print() const;
+  void save_heatmap(const std::string& path) const;
+
+ private:
+  std::vector<std::string> labels_;
+  std::vector<std::vector<int64_t>> counts_;
+};
+
+}  // namespace nabla::examples
