@@ -25,8 +25,10 @@ int guarded_main(int argc, char** argv, int (*run)(int, char**)) {
   }
 }
 
-ProgressBar::ProgressBar(std::string label, int64_t total_steps, int64_t every, int64_t first_step)
+ProgressBar::ProgressBar(std::string label, int64_t total_steps, int64_t every, int64_t first_step,
+                         std::string unit)
     : label_(std::move(label)),
+      unit_(std::move(unit)),
       total_(total_steps),
       every_(every),
       first_(first_step),
@@ -48,8 +50,8 @@ void ProgressBar::update(int64_t step, const std::map<std::string, double>& metr
   std::string m;
   for (const auto& [k, v] : metrics) m += fmt::format(" {} {:.4f}", k, v);
   const std::string line =
-      fmt::format("{} [{}] {}/{}{} | {:.0f} items/s | {:.0f}s elapsed, ETA {:.0f}s", label_, bar,
-                  step, total_, m, static_cast<double>(items_) / std::max(t, 1e-9), t, eta);
+      fmt::format("{} [{}] {}/{}{} | {:.0f} {}/s | {:.0f}s elapsed, ETA {:.0f}s", label_, bar, step,
+                  total_, m, static_cast<double>(items_) / std::max(t, 1e-9), unit_, t, eta);
   if (tty_)
     fmt::print(stderr, "\r{}\x1b[K", line);
   else

@@ -12,13 +12,15 @@ namespace nabla::examples {
 class ProgressBar {
  public:
   // first_step: where a resumed run starts, so throughput and ETA count only this process's steps.
-  ProgressBar(std::string label, int64_t total_steps, int64_t every = 50, int64_t first_step = 0);
-  // items: samples processed in this step (for throughput).
+  // unit: what update()'s items count ("examples", "tokens"), shown as throughput per second.
+  ProgressBar(std::string label, int64_t total_steps, int64_t every = 50, int64_t first_step = 0,
+              std::string unit = "examples");
+  // items: units processed in this step (for throughput).
   void update(int64_t step, const std::map<std::string, double>& metrics, int64_t items);
   void finish();
 
  private:
-  std::string label_;
+  std::string label_, unit_;
   int64_t total_, every_, first_;
   bool tty_;
   std::chrono::steady_clock::time_point start_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -62,6 +63,22 @@ std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, d
           std::make_shared<optim::CosineAnnealingLR>(
               optimizer, std::max<int64_t>(1, total_steps - warmup), peak_lr * 0.01)},
       std::vector<int64_t>{warmup});
+}
+
+std::vector<std::vector<int64_t>> length_buckets(const std::vector<size_t>& lengths,
+                                                 int64_t batch_size, uint64_t seed) {
+  if (batch_size <= 0)
+    throw ValueError(
+        fmt::format("length_buckets: batch_size must be positive, got {}", batch_size));
+  const auto n = static_cast<int64_t>(lengths.size());
+  std::vector<int64_t> order = data::epoch_order(n, true, seed, 0);  // the tie-break
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return lengths[static_cast<size_t>(a)] < lengths[static_cast<size_t>(b)];
+  });
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t i = 0; i < n; i += batch_size)
+    batches.emplace_back(order.begin() + i, order.begin() + std::min(n, i + batch_size));
+  return batches;
 }
 
 ConfusionMatrix::ConfusionMatrix(std::vector<std::string> labels)

@@ -1,5 +1,6 @@
 // Pieces every example trainer shares: a resumable checkpoint of the whole run, the smoothed
-// loss curve, the warm-up + cosine learning-rate schedule, and a confusion matrix.
+// loss curve, the warm-up + cosine learning-rate schedule, length-bucketed batches and a
+// confusion matrix.
 #pragma once
 #include <memory>
 #include <optional>
@@ -58,6 +59,13 @@ class LossCurve {
 // `total_steps`. `warmup` is capped at a fifth of the run so short runs still decay.
 std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, double peak_lr,
                                                   int64_t warmup, int64_t total_steps);
+
+// Batches of equal or similar length: indices sorted by length (ties in a seeded random order),
+// cut into runs of `batch_size`. Less padding, so less wasted work, and for a recurrent encoder
+// a final state that has not run over padding, as at inference. Shuffle the batch order per
+// epoch by loading batch ids with a DataLoader.
+std::vector<std::vector<int64_t>> length_buckets(const std::vector<size_t>& lengths,
+                                                 int64_t batch_size, uint64_t seed);
 
 // counts[true][predicted] over a fixed list of class names.
 class ConfusionMatrix {

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <numeric>
 
 #include "data/dataloader.h"
 #include "data/langid.h"
@@ -131,28 +130,12 @@ struct Encoded {
   std::vector<int64_t> tokens, bigrams, trigrams;
 };
 
-// Batches of similar length (less padding): examples sorted by length with a seeded tie-break,
-// cut into batches; the DataLoader then shuffles the order of the batches every epoch.
+// Length buckets of the texts' byte counts: similar-length batches waste little on padding.
 std::vector<std::vector<int64_t>> length_buckets(const std::vector<Encoded>& seqs,
                                                  int64_t batch_size, uint64_t seed) {
-  std::vector<int64_t> order(seqs.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::vector<int64_t> shuffled =
-      data::epoch_order(static_cast<int64_t>(seqs.size()), true, seed, 0);
-  std::vector<int64_t> rank(seqs.size());
-  for (size_t i = 0; i < shuffled.size(); ++i)
-    rank[static_cast<size_t>(shuffled[i])] = static_cast<int64_t>(i);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    auto la = seqs[static_cast<size_t>(a)].tokens.size(),
-         lb = seqs[static_cast<size_t>(b)].tokens.size();
-    return la != lb ? la < lb : rank[static_cast<size_t>(a)] < rank[static_cast<size_t>(b)];
-  });
-  std::vector<std::vector<int64_t>> batches;
-  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(batch_size))
-    batches.emplace_back(order.begin() + static_cast<int64_t>(i),
-                         order.begin() + static_cast<int64_t>(std::min(
-                                             order.size(), i + static_cast<size_t>(batch_size))));
-  return batches;
+  std::vector<size_t> lengths;
+  for (const auto& e : seqs) lengths.push_back(e.tokens.size());
+  return examples::length_buckets(lengths, batch_size, seed);
 }
 
 int run(int argc, char** argv) {

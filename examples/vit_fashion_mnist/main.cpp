@@ -2,11 +2,11 @@
 // Fashion-MNIST (Debian's dataset-fashion-mnist: 60000 train / 10000 test 28x28 grayscale
 // images of 10 kinds of clothing).
 //
-//   image (1, 28, 28), normalised -> 7x7 patches of 4x4 -> linear patch embedding + CLS token
+//   image (1, 28, 28), normalised -> 4x4 patches of 7x7 -> linear patch embedding + CLS token
 //         + learned positions -> N x pre-norm Transformer block -> LayerNorm -> CLS -> Linear
 //
 // Prints a progress bar, per-epoch test accuracy, a confusion matrix; writes metrics.csv,
-// loss.png, confusion.png, attention.png (the last block's CLS attention over the 7x7 patches,
+// loss.png, confusion.png, attention.png (the last block's CLS attention over the patches,
 // averaged over heads, for 6 test images) and a checkpoint (resume with --resume). Ends with a
 // RESULT line.
 #include <fmt/format.h>
@@ -31,13 +31,14 @@ const std::vector<std::string> kClasses = {"T-shirt", "Trouser", "Pullover", "Dr
                                            "Sandal",  "Shirt",   "Sneaker",  "Bag",   "Boot"};
 
 struct Config {
-  int64_t dim = 64, depth = 4, heads = 4, mlp = 128, patch = 4;
-  double dropout = 0.1, label_smoothing = 0.1;
-  int epochs = 3;
-  // Default sized for ~10 minutes on 2 idle cores (~1 s per step at depth 4): 3 epochs over an
-  // evenly spread third of the training set, evaluated on the full test set.
-  int64_t batch_size = 128, train_limit = 20000, test_limit = 0;
-  double lr = 1e-3, weight_decay = 0.05;
+  // Patches of 7x7 (16 tokens + CLS): at equal wall-clock time they beat 4x4 patches (49 tokens),
+  // measured single-threaded over 3 minutes: 0.877 (6 epochs) vs 0.837 (2 epochs).
+  int64_t dim = 64, depth = 4, heads = 4, mlp = 128, patch = 7;
+  double dropout = 0.0, label_smoothing = 0.1;
+  int epochs = 10;
+  // Batches of 64 run faster per image than 128 here (the activations stay in cache).
+  int64_t batch_size = 64, train_limit = 0, test_limit = 0;
+  double lr = 3e-3, weight_decay = 0.05;
   int64_t warmup_steps = 200;
   uint64_t seed = 42;
   std::string out = "runs/vit_fashion_mnist";
