@@ -1,6 +1,7 @@
 // The one header a nabla user includes.
 #pragma once
 
+#include "core/allocator.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/generator.h"

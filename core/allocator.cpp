@@ -1,0 +1,149 @@
+#include "core/allocator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define NABLA_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define NABLA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define NABLA_POISON(p, n) ((void)(p), (void)(n))
+#define NABLA_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+namespace nabla::allocator {
+namespace {
+
+size_t default_limit() {
+  if (const char* mb = std::getenv("NABLA_CACHE_LIMIT_MB")) {
+    try {
+      return static_cast<size_t>(std::stoull(mb)) << 20;
+    } catch (const std::exception&) {
+      // an unreadable value keeps the default
+    }
+  }
+  return size_t{1} << 30;
+}
+
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // size class -> blocks
+  AllocatorStats stats;
+  size_t limit = default_limit();
+
+  // Frees every cached block; the caller holds the mutex.
+  void release_all() {
+    for (auto& [bytes, blocks] : free_blocks)
+      for (void* p : blocks) {
+        NABLA_UNPOISON(p, bytes);
+        std::free(p);
+      }
+    free_blocks.clear();
+    stats.cached_bytes = 0;
+  }
+};
+
+// Never destroyed: storages freed during static destruction still find it.
+Cache& cache() {
+  static Cache* c = new Cache;
+  return *c;
+}
+
+}  // namespace
+
+size_t size_class(size_t nbytes) {
+  if (nbytes <= 1024) return std::max<size_t>(64, (nbytes + 63) / 64 * 64);
+  const size_t step = std::bit_floor(nbytes - 1) / 4;  // four classes per power of two
+  return (nbytes + step - 1) / step * step;
+}
+
+void* allocate(size_t nbytes) {
+  const size_t bytes = size_class(nbytes);
+  Cache& c = cache();
+  {
+    std::lock_guard lock(c.mutex);
+    auto it = c.free_blocks.find(bytes);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.stats.cached_bytes -= bytes;
+      c.stats.allocated_bytes += bytes;
+      c.stats.peak_allocated_bytes =
+          std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
+      ++c.stats.hits;
+      NABLA_UNPOISON(p, bytes);
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) {
+    // Memory may be sitting in the cache: give it back and try once more.
+    {
+      std::lock_guard lock(c.mutex);
+      c.release_all();
+    }
+    p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+  }
+  std::lock_guard lock(c.mutex);
+  c.stats.allocated_bytes += bytes;
+  c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
+  ++c.stats.misses;
+  return p;
+}
+
+void deallocate(void* ptr, size_t nbytes) {
+  if (!ptr) return;
+  const size_t bytes = size_class(nbytes);
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  c.stats.allocated_bytes -= bytes;
+  if (bytes > c.limit) {
+    std::free(ptr);
+    return;
+  }
+  if (c.stats.cached_bytes + bytes > c.limit) c.release_all();
+  NABLA_POISON(ptr, bytes);
+  c.free_blocks[bytes].push_back(ptr);
+  c.stats.cached_bytes += bytes;
+}
+
+AllocatorStats stats() {
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  return c.stats;
+}
+
+void reset_peak() {
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  c.stats.peak_allocated_bytes = c.stats.allocated_bytes;
+}
+
+void empty_cache() {
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  c.release_all();
+}
+
+void set_cache_limit(size_t bytes) {
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  c.limit = bytes;
+  if (c.stats.cached_bytes > bytes) c.release_all();
+}
+
+size_t cache_limit() {
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  return c.limit;
+}
+
+}  // namespace nabla::allocator

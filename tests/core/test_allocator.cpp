@@ -1,0 +1,71 @@
+#include <thread>
+
+#include "core/allocator.h"
+#include "tests/helpers.h"
+
+using namespace nabla;
+
+TEST_CASE("allocator: size classes are 64-byte multiples with at most 25% waste", "[core]") {
+  CHECK(allocator::size_class(0) == 64);
+  CHECK(allocator::size_class(1) == 64);
+  CHECK(allocator::size_class(65) == 128);
+  CHECK(allocator::size_class(1024) == 1024);
+  CHECK(allocator::size_class(1025) == 1280);
+  CHECK(allocator::size_class(2048) == 2048);
+  CHECK(allocator::size_class(2049) == 2560);
+  for (size_t n : {size_t{3000}, size_t{65537}, size_t{1} << 20, (size_t{1} << 24) + 5}) {
+    const size_t c = allocator::size_class(n);
+    CHECK(c >= n);
+    CHECK(c % 64 == 0);
+    CHECK(static_cast<double>(c) <= 1.25 * static_cast<double>(n));
+  }
+}
+
+TEST_CASE("allocator: a freed block is reused by the next request of its class", "[core]") {
+  allocator::empty_cache();
+  const auto before = allocator::stats();
+  const void* first = nullptr;
+  {
+    Tensor a = empty({1000, 100});  // 400,000 bytes
+    first = a.data_ptr<float>();
+    CHECK(reinterpret_cast<uintptr_t>(first) % 64 == 0);
+    CHECK(allocator::stats().allocated_bytes >= before.allocated_bytes + 400000);
+  }
+  CHECK(allocator::stats().cached_bytes >= 400000);
+  Tensor b = empty({100, 1000});  // same bytes, other shape: same block
+  CHECK(b.data_ptr<float>() == first);
+  CHECK(allocator::stats().hits == before.hits + 1);
+  Tensor z = zeros({100, 1000});  // a reused block must still come back zeroed when asked
+  CHECK(sum(z).item() == 0.0);
+}
+
+TEST_CASE("allocator: empty_cache and the cache limit return memory", "[core]") {
+  { Tensor a = empty({4096}); }
+  CHECK(allocator::stats().cached_bytes > 0);
+  allocator::empty_cache();
+  CHECK(allocator::stats().cached_bytes == 0);
+
+  const size_t old_limit = allocator::cache_limit();
+  allocator::set_cache_limit(0);  // caching off
+  { Tensor a = empty({4096}); }
+  CHECK(allocator::stats().cached_bytes == 0);
+  allocator::set_cache_limit(20000);
+  { Tensor a = empty({4096}), b = empty({4096}); }  // 2 x 16 KiB > 20000: the second evicts
+  CHECK(allocator::stats().cached_bytes <= 20000);
+  allocator::set_cache_limit(old_limit);
+}
+
+TEST_CASE("allocator: concurrent allocation from several threads", "[core]") {
+  allocator::empty_cache();
+  const size_t live_before = allocator::stats().allocated_bytes;
+  auto work = [] {
+    for (int i = 0; i < 2000; ++i) {
+      Tensor t = full({64 + i % 7}, 1.0);
+      if (t.to_vector<float>()[0] != 1.0f) throw std::runtime_error("corrupted block");
+    }
+  };
+  std::thread t1(work), t2(work);
+  t1.join();
+  t2.join();
+  CHECK(allocator::stats().allocated_bytes == live_before);
+}
