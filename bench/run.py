@@ -76,9 +76,14 @@ def benches():
                 args = ["--op", op, "--mode", mode, "--shape", shape]
                 out.append(Bench(f"{op}.{mode}.{shape}", ["bench_fused_ops", *args],
                                  ["fused_ops.py", *args]))
-    # Model benches join here when the Transformer encoder lands, e.g.
-    # out.append(Bench("encoder_small.train_step", ["bench_encoder", "--config", "small"],
-    #                  ["encoder.py", "--config", "small"]))
+    # Whole models: a Transformer-encoder classifier's training step (small, large), its
+    # inference (small, eval + no grad) and a ViT training step (bench/encoder.cpp, bench/vit.cpp).
+    for name, config, mode in [("encoder_small", "small", "train"),
+                               ("encoder_large", "large", "train"),
+                               ("encoder_infer", "small", "infer")]:
+        args = ["--config", config, "--mode", mode]
+        out.append(Bench(name, ["bench_encoder", *args], ["encoder.py", *args]))
+    out.append(Bench("vit_small", ["bench_vit"], ["vit.py"]))
     return out
 
 

@@ -1,0 +1,121 @@
+// encoder: a Transformer-encoder classifier, timed per step, the same model as bench/py/encoder.py.
+//   tokens (B, T) -> Embedding(vocab, d) + sinusoidal positions (dropout) -> L post-norm
+//   TransformerEncoderLayer (batch_first, ReLU) -> mean over the sequence -> Linear(d, 10)
+// --mode train: one training step, zero_grad + forward + cross_entropy + backward + AdamW step.
+// --mode infer: model.eval() and a forward under NoGradGuard (the torch twin may take its fused
+// inference fast path there, which is fine: it is what a torch user gets).
+// --config small: B 32, T 64, d 128, 4 heads, FFN 512, 2 layers; large: B 16, T 256, d 256,
+// 8 heads, FFN 1024, 4 layers. Both: vocab 1000, dropout 0.1, 10 classes.
+// Inputs (token ids, labels) are fixed and seeded, made once outside the timed step.
+//
+// flop (reported): per layer forward 8*N*d^2 (QKV + out projections) + 4*N*d*F (FFN)
+// + 4*B*T^2*d (scores Q K^T and weights @ V), N = B*T tokens; a training step counts 3x the
+// forward. Embedding, head and elementwise work are ignored. Also prints params=<count>.
+#include <fmt/format.h>
+
+#include "bench/common.h"
+#include "nabla.h"
+
+using namespace nabla;
+
+namespace {
+
+struct Config {
+  int64_t batch, seq, d_model, heads, ffn, layers;
+  int64_t vocab = 1000, classes = 10;
+  double dropout = 0.1;
+};
+
+Config config_named(const std::string& name) {
+  if (name == "small")
+    return {.batch = 32, .seq = 64, .d_model = 128, .heads = 4, .ffn = 512, .layers = 2};
+  return {.batch = 16, .seq = 256, .d_model = 256, .heads = 8, .ffn = 1024, .layers = 4};
+}
+
+class EncoderClassifier : public nn::Module {
+ public:
+  explicit EncoderClassifier(const Config& c) : Module("EncoderClassifier") {
+    embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(c.vocab, c.d_model));
+    pos_ = register_module("pos_encoding",
+                           std::make_shared<nn::PositionalEncoding>(c.d_model, c.dropout, c.seq));
+    nn::TransformerEncoderLayerOptions layer;
+    layer.d_model = c.d_model;
+    layer.nhead = c.heads;
+    layer.dim_feedforward = c.ffn;
+    layer.dropout = c.dropout;
+    layer.activation = nn::FFNActivation::ReLU;
+    layer.batch_first = true;
+    layer.norm_first = false;  // post-norm, PyTorch's default
+    encoder_ =
+        register_module("encoder", std::make_shared<nn::TransformerEncoder>(layer, c.layers));
+    head_ = register_module("head", std::make_shared<nn::Linear>(c.d_model, c.classes));
+  }
+
+  // tokens int64 (B, T) -> logits (B, classes)
+  Tensor forward(const Tensor& tokens) const {
+    Tensor x = pos_->forward(embedding_->forward(tokens));  // (B, T, d)
+    x = encoder_->forward(x);                               // (B, T, d)
+    return head_->forward(mean(x, {1}));                    // (B, classes)
+  }
+
+ private:
+  std::shared_ptr<nn::Embedding> embedding_;
+  std::shared_ptr<nn::PositionalEncoding> pos_;
+  std::shared_ptr<nn::TransformerEncoder> encoder_;
+  std::shared_ptr<nn::Linear> head_;
+};
+
+// The forward flop count stated at the top of the file.
+double forward_flop(const Config& c) {
+  const double B = static_cast<double>(c.batch), T = static_cast<double>(c.seq);
+  const double d = static_cast<double>(c.d_model), F = static_cast<double>(c.ffn);
+  const double N = B * T;
+  const double per_layer = 8 * N * d * d + 4 * N * d * F + 4 * B * T * T * d;
+  return per_layer * static_cast<double>(c.layers);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  CLI::App app{"nabla: Transformer-encoder classifier, one training step or one inference"};
+  bench::Options opt;
+  std::string config = "small", mode = "train";
+  bench::add_common_options(app, opt);
+  app.add_option("--config", config, "small | large")->check(CLI::IsMember({"small", "large"}));
+  app.add_option("--mode", mode, "train | infer")->check(CLI::IsMember({"train", "infer"}));
+  CLI11_PARSE(app, argc, argv);
+  bench::apply_threads(opt);
+
+  const Config c = config_named(config);
+  manual_seed(0);
+  EncoderClassifier model(c);
+  optim::AdamW adamw(model.parameters(), {.lr = 1e-3});
+  Generator gen(1);
+  const Tensor tokens = randint(0, c.vocab, {c.batch, c.seq}, gen);
+  const Tensor labels = randint(0, c.classes, {c.batch}, gen);
+  const double base_rss = bench::peak_rss_mb();
+
+  bench::Timing t;
+  double flop = forward_flop(c);
+  if (mode == "train") {
+    model.train();
+    flop *= 3;
+    t = bench::time_it(opt, [&] {
+      adamw.zero_grad();
+      Tensor loss = cross_entropy(model.forward(tokens), labels);
+      loss.backward();
+      adamw.step();
+    });
+  } else {
+    model.eval();
+    NoGradGuard no_grad;
+    t = bench::time_it(opt, [&] { model.forward(tokens); });
+  }
+  bench::report(
+      t, base_rss,
+      {{"flop", fmt::format("{:.0f}", flop)}, {"params", std::to_string(model.num_parameters())}});
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "bench_encoder: {}\n", e.what());
+  return 1;
+}
