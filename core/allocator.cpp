@@ -32,22 +32,41 @@ size_t default_limit() {
   return size_t{1} << 30;
 }
 
+// Blocks this large are not cached: their page faults cost little next to the work done on
+// them, and a dead one held in the cache (a dataset's temporaries, say) would weigh on RSS.
+constexpr size_t kMaxCachedBlock = size_t{32} << 20;
+// A free block not reused while twice the peak live bytes have been allocated is returned to
+// the system: a training step reuses its buffers within one step; the blocks of shapes that
+// stopped coming (a dataset's temporaries, an earlier sequence length) age out.
+constexpr uint64_t kSweepEvery = 256;  // allocations between sweeps
+
+struct FreeBlock {
+  void* ptr;
+  uint64_t freed_at;  // the allocation clock (bytes allocated so far) when it was freed
+};
+
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // size class -> blocks
+  std::unordered_map<size_t, std::vector<FreeBlock>> free_blocks;  // size class -> oldest first
   AllocatorStats stats;
   size_t limit = default_limit();
+  uint64_t clock = 0;  // bytes allocated so far
+  uint64_t requests = 0;
 
-  // Frees every cached block; the caller holds the mutex.
-  void release_all() {
-    for (auto& [bytes, blocks] : free_blocks)
-      for (void* p : blocks) {
-        NABLA_UNPOISON(p, bytes);
-        std::free(p);
+  // Frees the cached blocks idle for longer than max_idle; the caller holds the mutex.
+  void release_idle(uint64_t max_idle) {
+    for (auto& [bytes, blocks] : free_blocks) {
+      size_t keep_from = 0;
+      while (keep_from < blocks.size() && clock - blocks[keep_from].freed_at >= max_idle) {
+        NABLA_UNPOISON(blocks[keep_from].ptr, bytes);
+        std::free(blocks[keep_from].ptr);
+        stats.cached_bytes -= bytes;
+        ++keep_from;
       }
-    free_blocks.clear();
-    stats.cached_bytes = 0;
+      blocks.erase(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(keep_from));
+    }
   }
+  void release_all() { release_idle(0); }
 };
 
 // Never destroyed: storages freed during static destruction still find it.
@@ -69,9 +88,11 @@ void* allocate(size_t nbytes) {
   Cache& c = cache();
   {
     std::lock_guard lock(c.mutex);
+    c.clock += bytes;
+    if (++c.requests % kSweepEvery == 0) c.release_idle(2 * c.stats.peak_allocated_bytes);
     auto it = c.free_blocks.find(bytes);
     if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
+      void* p = it->second.back().ptr;  // the most recently freed: likely still in cache
       it->second.pop_back();
       c.stats.cached_bytes -= bytes;
       c.stats.allocated_bytes += bytes;
@@ -105,13 +126,13 @@ void deallocate(void* ptr, size_t nbytes) {
   Cache& c = cache();
   std::lock_guard lock(c.mutex);
   c.stats.allocated_bytes -= bytes;
-  if (bytes > c.limit) {
+  if (bytes > c.limit || bytes > kMaxCachedBlock) {
     std::free(ptr);
     return;
   }
   if (c.stats.cached_bytes + bytes > c.limit) c.release_all();
   NABLA_POISON(ptr, bytes);
-  c.free_blocks[bytes].push_back(ptr);
+  c.free_blocks[bytes].push_back({ptr, c.clock});
   c.stats.cached_bytes += bytes;
 }
 

@@ -4,8 +4,10 @@
 // freed blocks wait in per-size-class free lists and the next request of that class reuses one.
 //
 // Size classes: 64-byte multiples up to 1 KiB, then four classes per power of two (at most 25%
-// rounding waste). The cache keeps at most `cache_limit` bytes of free blocks (default 1 GiB or
-// NABLA_CACHE_LIMIT_MB); past that, the free blocks are returned to the system. Thread-safe.
+// rounding waste). Blocks over 32 MiB are not cached; a free block not reused while twice the
+// peak live bytes have been allocated goes back to the system; the cache holds at most
+// `cache_limit` bytes (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is
+// returned). Thread-safe.
 // Under AddressSanitizer cached blocks are poisoned, so a use after free is still reported.
 #pragma once
 #include <cstddef>

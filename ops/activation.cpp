@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <numbers>
+#include <type_traits>
 
 #include "core/autograd.h"
 #include "ops/arithmetic.h"
 #include "ops/kernel_helpers.h"
 #include "ops/pointwise.h"
 #include "ops/unary.h"
+#include "ops/vec_math.h"
 
 namespace nabla {
 namespace {
@@ -22,26 +24,48 @@ constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi; 
 constexpr double kKappa = 0.044715;  // the cubic coefficient of the tanh approximation
 
 // NOTE: the kernels evaluate in T, like PyTorch's CPU kernels, so float32 matches PyTorch's
-// rounding closely.
+// rounding closely. float32 uses vec_math's erf/exp so the loops vectorise.
 template <class T>
-T gelu_value(T x, GeluApproximate a) {
-  if (a == GeluApproximate::None) return x * T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
-  const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
-  return T(0.5) * x * (T(1) + std::tanh(inner));
+[[gnu::always_inline]] inline T erf_of(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return vec_math::erf(x);
+  } else {
+    return std::erf(x);
+  }
+}
+template <class T>
+[[gnu::always_inline]] inline T exp_of(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return vec_math::exp(x);
+  } else {
+    return std::exp(x);
+  }
+}
+
+// always_inline: called per element inside the kernels' loops, which vectorise only if inlined.
+template <GeluApproximate A, class T>
+[[gnu::always_inline]] inline T gelu_value(T x) {
+  if constexpr (A == GeluApproximate::None) {
+    return x * T(0.5) * (T(1) + erf_of(x * T(kSqrt1_2)));
+  } else {
+    const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(inner));
+  }
 }
 
 // d gelu / dx
-template <class T>
-T gelu_derivative(T x, GeluApproximate a) {
-  if (a == GeluApproximate::None) {
-    const T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
-    const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
+template <GeluApproximate A, class T>
+[[gnu::always_inline]] inline T gelu_derivative(T x) {
+  if constexpr (A == GeluApproximate::None) {
+    const T cdf = T(0.5) * (T(1) + erf_of(x * T(kSqrt1_2)));
+    const T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
     return cdf + x * pdf;
+  } else {
+    const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
+    const T t = std::tanh(inner);
+    const T d_inner = T(kSqrt2OverPi) * (T(1) + T(3 * kKappa) * x * x);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * d_inner;
   }
-  const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
-  const T t = std::tanh(inner);
-  const T d_inner = T(kSqrt2OverPi) * (T(1) + T(3 * kKappa) * x * x);
-  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * d_inner;
 }
 
 // d^2 gelu / dx^2 from primitive ops (used only for second and higher derivatives):
@@ -80,8 +104,13 @@ struct GeluBackwardBackward final : Node {
 namespace {
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a) {
-  Tensor y = kernels::map_binary_float("gelu_backward", grad, x,
-                                       [a](auto g, auto v) { return g * gelu_derivative(v, a); });
+  Tensor y = a == GeluApproximate::None
+                 ? kernels::map_binary_float(
+                       "gelu_backward", grad, x,
+                       [](auto g, auto v) { return g * gelu_derivative<GeluApproximate::None>(v); })
+                 : kernels::map_binary_float("gelu_backward", grad, x, [](auto g, auto v) {
+                     return g * gelu_derivative<GeluApproximate::Tanh>(v);
+                   });
   if (auto node = make_node<GeluBackwardBackward>({&grad, &x}, a)) {
     if (node->needs_input_grad(1)) node->grad_in.save(grad);
     node->x.save(x);
@@ -111,8 +140,12 @@ struct GeluBackward final : Node {
 };
 
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
-  Tensor y =
-      kernels::map_float("gelu", x, [approximate](auto v) { return gelu_value(v, approximate); });
+  // One loop per form, so the form is a constant inside it and the loop vectorises.
+  Tensor y = approximate == GeluApproximate::None
+                 ? kernels::map_float("gelu", x,
+                                      [](auto v) { return gelu_value<GeluApproximate::None>(v); })
+                 : kernels::map_float("gelu", x,
+                                      [](auto v) { return gelu_value<GeluApproximate::Tanh>(v); });
   if (auto node = make_node<GeluBackward>({&x}, approximate)) {
     node->x.save(x);
     set_history(y, node);
