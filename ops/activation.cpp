@@ -25,28 +25,11 @@ constexpr double kKappa = 0.044715;  // the cubic coefficient of the tanh approx
 
 // NOTE: the kernels evaluate in T, like PyTorch's CPU kernels, so float32 matches PyTorch's
 // rounding closely. float32 uses vec_math's erf/exp so the loops vectorise.
-template <class T>
-[[gnu::always_inline]] inline T erf_of(T x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return vec_math::erf(x);
-  } else {
-    return std::erf(x);
-  }
-}
-template <class T>
-[[gnu::always_inline]] inline T exp_of(T x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return vec_math::exp(x);
-  } else {
-    return std::exp(x);
-  }
-}
-
 // always_inline: called per element inside the kernels' loops, which vectorise only if inlined.
 template <GeluApproximate A, class T>
 [[gnu::always_inline]] inline T gelu_value(T x) {
   if constexpr (A == GeluApproximate::None) {
-    return x * T(0.5) * (T(1) + erf_of(x * T(kSqrt1_2)));
+    return x * T(0.5) * (T(1) + vec_math::erf_t(x * T(kSqrt1_2)));
   } else {
     const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
     return T(0.5) * x * (T(1) + std::tanh(inner));
@@ -57,8 +40,8 @@ template <GeluApproximate A, class T>
 template <GeluApproximate A, class T>
 [[gnu::always_inline]] inline T gelu_derivative(T x) {
   if constexpr (A == GeluApproximate::None) {
-    const T cdf = T(0.5) * (T(1) + erf_of(x * T(kSqrt1_2)));
-    const T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
+    const T cdf = T(0.5) * (T(1) + vec_math::erf_t(x * T(kSqrt1_2)));
+    const T pdf = T(kInvSqrt2Pi) * vec_math::exp_t(T(-0.5) * x * x);
     return cdf + x * pdf;
   } else {
     const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);

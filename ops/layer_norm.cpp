@@ -118,18 +118,32 @@ struct LayerNormBackward final : Node {
           for (int64_t r = s; r < e; ++r) {
             const T* xr = xp + r * N;
             const T* gr = gp + r * N;
+            const double mu = mp[r], rs = rp[r];
             double a = 0, c = 0;  // mean(gy), mean(gy * xhat)
-            for (int64_t j = 0; j < N; ++j) {
-              const double gy = double(gr[j]) * (wp ? double(wp[j]) : 1.0);
-              a += gy;
-              c += gy * (double(xr[j]) - mp[r]) * rp[r];
+            if (wp) {
+#pragma omp simd reduction(+ : a, c)
+              for (int64_t j = 0; j < N; ++j) {
+                const double gy = double(gr[j]) * double(wp[j]);
+                a += gy;
+                c += gy * (double(xr[j]) - mu) * rs;
+              }
+            } else {
+#pragma omp simd reduction(+ : a, c)
+              for (int64_t j = 0; j < N; ++j) {
+                a += double(gr[j]);
+                c += double(gr[j]) * (double(xr[j]) - mu) * rs;
+              }
             }
             a /= double(N);
             c /= double(N);
-            for (int64_t j = 0; j < N; ++j) {
-              const double gy = double(gr[j]) * (wp ? double(wp[j]) : 1.0);
-              const double xhat = (double(xr[j]) - mp[r]) * rp[r];
-              gxp[r * N + j] = static_cast<T>(rp[r] * (gy - a - xhat * c));
+            T* gxr = gxp + r * N;
+            if (wp) {
+              for (int64_t j = 0; j < N; ++j)
+                gxr[j] = static_cast<T>(
+                    rs * (double(gr[j]) * double(wp[j]) - a - (double(xr[j]) - mu) * rs * c));
+            } else {
+              for (int64_t j = 0; j < N; ++j)
+                gxr[j] = static_cast<T>(rs * (double(gr[j]) - a - (double(xr[j]) - mu) * rs * c));
             }
           }
         });
@@ -180,18 +194,27 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     parallel_for(M, N * 8, [&](int64_t s, int64_t e) {
       for (int64_t r = s; r < e; ++r) {
         const T* xr = xp + r * N;
+        // `omp simd` reductions may sum across vector lanes (plain loops must keep their order).
         double mu = 0, var = 0;
+#pragma omp simd reduction(+ : mu)
         for (int64_t j = 0; j < N; ++j) mu += double(xr[j]);
         mu /= double(N);
+#pragma omp simd reduction(+ : var)
         for (int64_t j = 0; j < N; ++j) var += (double(xr[j]) - mu) * (double(xr[j]) - mu);
         const double rs = 1.0 / std::sqrt(var / double(N) + eps);
         mp[r] = mu;
         rp[r] = rs;
-        for (int64_t j = 0; j < N; ++j) {
-          double v = (double(xr[j]) - mu) * rs;
-          if (wp) v *= double(wp[j]);
-          if (bp) v += double(bp[j]);
-          yp[r * N + j] = static_cast<T>(v);
+        T* yr = yp + r * N;
+        if (wp && bp) {  // the usual case, one branch-free loop
+          for (int64_t j = 0; j < N; ++j)
+            yr[j] = static_cast<T>((double(xr[j]) - mu) * rs * double(wp[j]) + double(bp[j]));
+        } else {
+          for (int64_t j = 0; j < N; ++j) {
+            double v = (double(xr[j]) - mu) * rs;
+            if (wp) v *= double(wp[j]);
+            if (bp) v += double(bp[j]);
+            yr[j] = static_cast<T>(v);
+          }
         }
       }
     });

@@ -18,6 +18,7 @@
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"
+#include "ops/vec_math.h"
 
 namespace nabla {
 namespace {
@@ -139,13 +140,16 @@ void check_smoothing(double eps) {
     throw ValueError(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", eps));
 }
 
-// Row log-sum-exp of z (stride `st`, n elements) in double; max subtracted first.
+// Row log-sum-exp of z (stride `st`, n elements), summed in double; max subtracted first. exp
+// runs in T (vectorised for float32, like PyTorch's kernels).
 template <class T>
 double row_lse(const T* z, int64_t n, int64_t st) {
   T m = -std::numeric_limits<T>::infinity();
-  for (int64_t c = 0; c < n; ++c) m = std::max(m, z[c * st]);
+#pragma omp simd reduction(max : m)
+  for (int64_t c = 0; c < n; ++c) m = z[c * st] > m ? z[c * st] : m;
   double s = 0;
-  for (int64_t c = 0; c < n; ++c) s += std::exp(static_cast<double>(z[c * st]) - double(m));
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < n; ++c) s += static_cast<double>(vec_math::exp_t<T>(z[c * st] - m));
   return double(m) + std::log(s);
 }
 
@@ -191,7 +195,8 @@ struct CrossEntropyBackward final : Node {
           const double g = (per_pos ? double(gp[p]) : double(gp[0])) / scale;
           for (int64_t c = 0; c < l.C; ++c) {
             const int64_t k = base + c * l.inner;
-            double v = std::exp(double(zp[k]) - lp[p]) - eps / double(l.C);
+            double v = double(vec_math::exp_t<T>(static_cast<T>(double(zp[k]) - lp[p]))) -
+                       eps / double(l.C);
             if (c == tp[p]) v -= 1.0 - eps;
             op[k] = ignored ? T(0) : static_cast<T>(g * v);
           }

@@ -53,16 +53,6 @@ void for_each_row(const DimLayout& l, int64_t cost, F&& f) {
 template <class T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
-// exp in T: vec_math's for float32 (vectorisable), libm's for float64 (gradcheck's precision).
-template <class T>
-[[gnu::always_inline]] inline T exp_in(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return vec_math::exp(v);
-  } else {
-    return std::exp(v);
-  }
-}
-
 // One row of softmax / log_softmax. NOTE: the row max is subtracted first, so exp never
 // overflows; a row of only -inf gives NaN, as in PyTorch. The `omp simd` reductions let the
 // compiler reorder the sums and the max across vector lanes (plain loops must keep their order).
@@ -75,12 +65,12 @@ void softmax_row(const T* __restrict x, T* __restrict y, int64_t n, int64_t stri
   double s = 0;
   if constexpr (Log) {
 #pragma omp simd reduction(+ : s)
-    for (int64_t k = 0; k < n; ++k) s += static_cast<double>(exp_in<T>(x[k * st] - m));
+    for (int64_t k = 0; k < n; ++k) s += static_cast<double>(vec_math::exp_t<T>(x[k * st] - m));
     const T lse = static_cast<T>(std::log(s));
     for (int64_t k = 0; k < n; ++k) y[k * st] = x[k * st] - m - lse;
   } else {
     // Two loops (a map, then a sum) vectorise where the fused one does not.
-    for (int64_t k = 0; k < n; ++k) y[k * st] = exp_in<T>(x[k * st] - m);
+    for (int64_t k = 0; k < n; ++k) y[k * st] = vec_math::exp_t<T>(x[k * st] - m);
 #pragma omp simd reduction(+ : s)
     for (int64_t k = 0; k < n; ++k) s += static_cast<double>(y[k * st]);
     const T inv = static_cast<T>(1.0 / s);
@@ -99,7 +89,7 @@ void softmax_backward_row(const T* y, const T* g, T* gx, int64_t n, int64_t stri
     acc += static_cast<double>(Log ? g[k * st] : g[k * st] * y[k * st]);
   const T a = static_cast<T>(acc);
   for (int64_t k = 0; k < n; ++k)
-    gx[k * st] = Log ? g[k * st] - exp_in<T>(y[k * st]) * a : y[k * st] * (g[k * st] - a);
+    gx[k * st] = Log ? g[k * st] - vec_math::exp_t<T>(y[k * st]) * a : y[k * st] * (g[k * st] - a);
 }
 
 template <bool Log>

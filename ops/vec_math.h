@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace nabla::vec_math {
 
@@ -46,6 +47,24 @@ namespace nabla::vec_math {
   p = p * t + 0.254829592f;
   const float y = 1.0f - p * t * vec_math::exp(-ax * ax);
   return std::copysign(y, x);
+}
+
+// In T's own precision: the versions above for float32, libm's for float64.
+template <class T>
+[[gnu::always_inline]] inline T exp_t(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return vec_math::exp(x);
+  } else {
+    return std::exp(x);
+  }
+}
+template <class T>
+[[gnu::always_inline]] inline T erf_t(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return vec_math::erf(x);
+  } else {
+    return std::erf(x);
+  }
 }
 
 }  // namespace nabla::vec_math
