@@ -4,7 +4,8 @@
 // freed blocks wait in per-size-class free lists and the next request of that class reuses one.
 //
 // Size classes: 64-byte multiples up to 1 KiB, then four classes per power of two (at most 25%
-// rounding waste). Blocks over 32 MiB are not cached; a free block not reused while twice the
+// rounding waste). Blocks under 16 KiB go straight to malloc (glibc serves those fast and
+// fault-free) and over 32 MiB are not cached; a free block not reused while twice the
 // peak live bytes have been allocated goes back to the system; the cache holds at most
 // `cache_limit` bytes (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is
 // returned). Thread-safe.
@@ -16,6 +17,7 @@
 namespace nabla {
 
 struct AllocatorStats {
+  // Of blocks of 16 KiB and more (smaller ones bypass the cache and are not counted).
   size_t allocated_bytes = 0;       // in live storages (rounded to their size class)
   size_t peak_allocated_bytes = 0;  // the most allocated_bytes has been
   size_t cached_bytes = 0;          // free blocks held for reuse

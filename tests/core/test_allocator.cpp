@@ -39,6 +39,14 @@ TEST_CASE("allocator: a freed block is reused by the next request of its class",
   CHECK(sum(z).item() == 0.0);
 }
 
+TEST_CASE("allocator: blocks under 16 KiB bypass the cache", "[core]") {
+  const auto before = allocator::stats();
+  { Tensor small = empty({1000}); }  // 4,000 bytes
+  const auto after = allocator::stats();
+  CHECK(after.hits + after.misses == before.hits + before.misses);
+  CHECK(after.cached_bytes == before.cached_bytes);
+}
+
 TEST_CASE("allocator: empty_cache and the cache limit return memory", "[core]") {
   { Tensor a = empty({4096}); }
   CHECK(allocator::stats().cached_bytes > 0);
@@ -60,8 +68,8 @@ TEST_CASE("allocator: concurrent allocation from several threads", "[core]") {
   const size_t live_before = allocator::stats().allocated_bytes;
   auto work = [] {
     for (int i = 0; i < 2000; ++i) {
-      Tensor t = full({64 + i % 7}, 1.0);
-      if (t.to_vector<float>()[0] != 1.0f) throw std::runtime_error("corrupted block");
+      Tensor t = full({4096 + 64 * (i % 7)}, 1.0);  // >= 16 KiB: through the cache
+      if (t.to_vector<float>()[4095] != 1.0f) throw std::runtime_error("corrupted block");
     }
   };
   std::thread t1(work), t2(work);
