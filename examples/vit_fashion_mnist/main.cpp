@@ -42,6 +42,7 @@ struct Config {
   int64_t warmup_steps = 200;
   uint64_t seed = 42;
   std::string out = "runs/vit_fashion_mnist";
+  bool augment = false;  // random flips and shifts (the longer setting)
   bool resume = false, smoke = false;
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
@@ -65,6 +66,20 @@ Tensor normalise(const Tensor& images) {
   return div(sub(images, kMean), kStd).unsqueeze(1).contiguous();
 }
 
+// Training-time augmentation (--augment): a random horizontal flip per image and one random shift
+// of up to 2 pixels per batch (pad with the background value, crop). It draws from the default
+// generator, which the checkpoint saves, so a resumed run draws as an uninterrupted one would.
+Tensor augment(const Tensor& images) {
+  NoGradGuard no_grad;
+  const int64_t n = images.size(0), h = images.size(2), w = images.size(3);
+  const Tensor flip = lt(rand({n, 1, 1, 1}), 0.5);
+  const Tensor mirrored =
+      index_select(images, 3, arange(static_cast<double>(w - 1), -1.0, -1.0, kInt64));
+  const Tensor padded = pad(where(flip, mirrored, images), {2, 2, 2, 2}, -kMean / kStd);
+  const auto offset = randint(0, 5, {2}).to_vector<int64_t>();
+  return padded.narrow(2, offset[0], h).narrow(3, offset[1], w).contiguous();
+}
+
 int run(int argc, char** argv) {
   Config c;
   examples::CommandLine cli("Vision Transformer on Fashion-MNIST (Debian's dataset-fashion-mnist)");
@@ -75,6 +90,7 @@ int run(int argc, char** argv) {
       .option("--heads", c.heads, "attention heads")
       .option("--mlp", c.mlp, "feed-forward width")
       .option("--patch", c.patch, "patch size (must divide 28)")
+      .flag("--augment", c.augment, "random horizontal flips and 2-pixel shifts while training")
       .option("--dropout", c.dropout, "dropout inside the blocks")
       .option("--label-smoothing", c.label_smoothing, "cross-entropy label smoothing")
       .option("--lr", c.lr, "peak learning rate (AdamW)")
@@ -176,7 +192,7 @@ int run(int argc, char** argv) {
       loader.next_epoch();
       continue;
     }
-    Tensor logits = model.forward(batch->images);
+    Tensor logits = model.forward(c.augment ? augment(batch->images) : batch->images);
     Tensor loss = cross_entropy(logits, batch->labels, {.label_smoothing = c.label_smoothing});
     opt.zero_grad();
     loss.backward();
