@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <cmath>
+
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -46,7 +49,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
                                  dtype_name(x.dtype()), shape_str(x.shape())));
   if (p == 0.0 || !training) return x;
   const int64_t n = x.numel();
-  const uint64_t first = gen.advance(static_cast<uint64_t>(n));
+  // One Philox block gives four 32-bit uniforms: element i uses word i % 4 of block i / 4.
+  const uint64_t first = gen.advance(static_cast<uint64_t>((n + 3) / 4));
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   Tensor xc = x.detach().contiguous();
   Tensor keep = empty(x.shape(), kBool), y = empty(x.shape(), x.dtype());
@@ -56,9 +60,13 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     const T* xp = xc.data_ptr<T>();
     T* yp = y.data_ptr<T>();
     const T s = static_cast<T>(scale);
+    // keep iff u >= p with u = word / 2^32, i.e. word >= ceil(p * 2^32) (p < 1 here).
+    const auto threshold = static_cast<uint64_t>(std::ceil(p * 0x1.0p32));
     parallel_for(n, 16, [&](int64_t b, int64_t e) {
+      std::array<uint32_t, 4> words = gen.block(first + static_cast<uint64_t>(b / 4));
       for (int64_t i = b; i < e; ++i) {
-        kp[i] = gen.uniform(first + static_cast<uint64_t>(i)) >= p;
+        if (i % 4 == 0) words = gen.block(first + static_cast<uint64_t>(i / 4));
+        kp[i] = words[static_cast<size_t>(i % 4)] >= threshold;
         yp[i] = kp[i] ? xp[i] * s : T(0);
       }
     });

@@ -13,9 +13,13 @@ TEST_CASE("dropout: the same seed gives the same mask, consecutive calls differ"
   Generator g1(42), g2(42);
   Tensor a = dropout(x, 0.5, true, g1), b = dropout(x, 0.5, true, g2);
   CHECK(a.to_vector<float>() == b.to_vector<float>());
-  CHECK(g1.offset() == 1000);  // one counter per element
+  CHECK(g1.offset() == 250);  // one Philox block (four 32-bit words) per 4 elements
   Tensor c = dropout(x, 0.5, true, g1);
   CHECK(c.to_vector<float>() != a.to_vector<float>());
+  Tensor odd = dropout(ones({1003}), 0.25, true, g1);  // a size that is not a multiple of 4
+  const double kept = sum(ne(odd, 0.0).to(kFloat32)).item();
+  CHECK(kept > 1003 * 0.75 - 60);
+  CHECK(kept < 1003 * 0.75 + 60);
   // Values are 0 or 1 / (1 - p).
   for (float v : a.to_vector<float>()) CHECK((v == 0.0f || v == 2.0f));
   // The default generator overload draws from default_generator().
