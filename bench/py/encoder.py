@@ -20,7 +20,6 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import common
 
@@ -81,11 +80,7 @@ def main():
     labels = torch.randint(0, CLASSES, (c["batch"],), generator=gen)
     params = sum(p.numel() for p in model.parameters())
 
-    def train_step():
-        opt.zero_grad(set_to_none=True)  # as nabla's zero_grad()
-        loss = F.cross_entropy(model(tokens), labels)
-        loss.backward()
-        opt.step()
+    train_step = common.training_step(model, opt, tokens, labels)
 
     base_rss = common.peak_rss_mb()
     flop = forward_flop(c)

@@ -13,7 +13,6 @@ Also prints params=<count>.
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import common
 
@@ -64,11 +63,7 @@ def main():
     per_layer = 8 * N * DIM * DIM + 4 * N * DIM * MLP + 4 * B * T * T * DIM
     flop = 3 * (DEPTH * per_layer + 2 * B * patches * PATCH * PATCH * DIM)
 
-    def train_step():
-        opt.zero_grad(set_to_none=True)  # as nabla's zero_grad()
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        opt.step()
+    train_step = common.training_step(model, opt, images, labels)
 
     base_rss = common.peak_rss_mb()
     timing = common.time_it(args, train_step)

@@ -47,6 +47,18 @@ CommandLine& CommandLine::flag(const std::string& name, bool& value, const std::
   return *this;
 }
 
+CommandLine& CommandLine::run_flags(uint64_t& seed, std::string& out, int& threads, bool& resume,
+                                    bool& smoke, int64_t& stop_after,
+                                    const std::string& smoke_help) {
+  return option("--seed", seed, "seed for data order, init, dropout and shuffling")
+      .option("--out", out, "output directory (metrics, plots, checkpoint)")
+      .option("--threads", threads, "threads (default: OMP_NUM_THREADS or all cores)")
+      .flag("--resume", resume, "continue from <out>/checkpoint.safetensors")
+      .flag("--smoke", smoke, smoke_help)
+      .option("--stop-after", stop_after,
+              "stop (as if interrupted) at the first checkpoint at or after this step");
+}
+
 std::optional<int> CommandLine::parse(int argc, char** argv) {
   try {
     app_->parse(argc, argv);

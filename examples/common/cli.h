@@ -32,6 +32,11 @@ class CommandLine {
   // `--name` alone sets value to true.
   CommandLine& flag(const std::string& name, bool& value, const std::string& help);
 
+  // The flags every trainer shares: --seed, --out, --threads, --resume, --smoke (described by
+  // smoke_help) and --stop-after.
+  CommandLine& run_flags(uint64_t& seed, std::string& out, int& threads, bool& resume, bool& smoke,
+                         int64_t& stop_after, const std::string& smoke_help);
+
   // Parses argv. Returns the exit code when the program should stop now (--help printed: 0; bad
   // flags, reported on stderr: non-zero), std::nullopt when it should go on.
   std::optional<int> parse(int argc, char** argv);

@@ -273,13 +273,8 @@ int run(int argc, char** argv) {
       .option("--train-size", c.train_size, "training examples (0: dates 20000, g2p all)")
       .option("--test-size", c.test_size, "test examples (0: dates 1000, g2p all)")
       .option("--eval-size", c.eval_size, "test examples decoded after each epoch")
-      .option("--seed", c.seed, "seed for data, init, dropout and shuffling")
-      .option("--out", c.out, "output directory (metrics, plots, checkpoint)")
-      .option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)")
-      .flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors")
-      .flag("--smoke", c.smoke, "a few steps on a few hundred examples (for tests)")
-      .option("--stop-after", c.stop_after,
-              "stop (as if interrupted) at the first checkpoint at or after this step");
+      .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
+                 "a few steps on a few hundred examples (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
   if (c.threads > 0) set_num_threads(c.threads);
   std::filesystem::create_directories(c.out);

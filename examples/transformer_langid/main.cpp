@@ -154,13 +154,8 @@ int run(int argc, char** argv) {
       .option("--dropout", c.dropout, "dropout")
       .option("--lr", c.lr, "peak learning rate (AdamW)")
       .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
-      .option("--seed", c.seed, "seed for init, dropout and shuffling")
-      .option("--out", c.out, "output directory (metrics, plots, checkpoint)")
-      .option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)")
-      .flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors")
-      .flag("--smoke", c.smoke, "a few steps on a small slice (for tests)")
-      .option("--stop-after", c.stop_after,
-              "stop (as if interrupted) at the first checkpoint at or after this step");
+      .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
+                 "a few steps on a small slice (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
   if (c.threads > 0) set_num_threads(c.threads);
   std::filesystem::create_directories(c.out);

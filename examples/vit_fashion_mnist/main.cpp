@@ -98,13 +98,8 @@ int run(int argc, char** argv) {
       .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
       .option("--train-limit", c.train_limit, "use only this many training images (0 = all)")
       .option("--test-limit", c.test_limit, "use only this many test images (0 = all)")
-      .option("--seed", c.seed, "seed for init, dropout and shuffling")
-      .option("--out", c.out, "output directory (metrics, plots, checkpoint)")
-      .option("--threads", c.threads, "threads (default: OMP_NUM_THREADS or all cores)")
-      .flag("--resume", c.resume, "continue from <out>/checkpoint.safetensors")
-      .flag("--smoke", c.smoke, "two short epochs on 256 train / 256 test images (for tests)")
-      .option("--stop-after", c.stop_after,
-              "stop (as if interrupted) at the first checkpoint at or after this step");
+      .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
+                 "two short epochs on 256 train / 256 test images (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.patch <= 0 || 28 % c.patch != 0) throw ValueError("--patch must divide 28");
