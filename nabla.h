@@ -25,6 +25,7 @@
 #include "nn/vit.h"
 #include "ops/activation.h"
 #include "ops/arithmetic.h"
+#include "ops/attention.h"
 #include "ops/compare.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"

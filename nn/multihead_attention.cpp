@@ -4,6 +4,8 @@
 //   qh, kh, vh = (B, H, L|S, d) views of them (no copies: matmul reads the strided batch)
 //   attn      = masked_softmax(qh / sqrt(d) @ kh^T, merged mask)        (B, H, L, S)
 //   output    = out_proj(concat_heads(dropout(attn) @ vh))
+// With need_weights = false the middle two lines are one fused scaled_dot_product_attention call
+// (ops/attention.h), which never materialises attn; the dropout masks are the same either way.
 #include "nn/multihead_attention.h"
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "core/error.h"
 #include "nn/init.h"
 #include "ops/arithmetic.h"
+#include "ops/attention.h"
 #include "ops/compare.h"
 #include "ops/dropout.h"
 #include "ops/linalg.h"
@@ -46,8 +49,10 @@ struct AttnSizes {
 };
 
 // Validates every mask and merges them: bool parts ("true = not allowed") are or-ed, float parts
-// added; if both kinds are present the bool part becomes -inf in the float mask.
-MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool batched) {
+// added; if both kinds are present the bool part becomes -inf in the float mask. The causal limit
+// is left out when the caller applies it itself (the fused kernel skips those tiles).
+MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool batched,
+                       bool include_causal) {
   const auto [B, H, L, S] = n;
   Tensor ignore, additive;
   auto add_part = [&](const Tensor& m) {
@@ -79,7 +84,7 @@ MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool b
                                    shape_str(m.shape())));
     }
   }
-  if (o.is_causal)  // key k is hidden from query q when k > q
+  if (o.is_causal && include_causal)  // key k is hidden from query q when k > q
     add_part(gt(arange(S).view({1, S}), arange(L).view({L, 1})));
   if (o.valid_lens.defined()) {
     Tensor lens = batched ? o.valid_lens : o.valid_lens.unsqueeze(0);
@@ -180,7 +185,9 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
         "key/value of one length ({}), got query {}, key {}, value {}",
         kOp, E, kdim_, vdim_, batch_first_ ? "batch_first" : "seq-first", shape_str(query.shape()),
         shape_str(key.shape()), shape_str(value.shape())));
-  const MergedMask mask = merge_masks(o, {B, H, L, S}, dt, batched);
+  // Without need_weights the fused kernel runs, and the (B, H, L, S) weights never exist.
+  const bool fused = !o.need_weights;
+  const MergedMask mask = merge_masks(o, {B, H, L, S}, dt, batched, /*include_causal=*/!fused);
 
   // Input projections in the input's own layout (row-wise, so no transpose copy is needed).
   auto rows = [](const Tensor& t, int64_t block, int64_t count, int64_t size) {
@@ -213,11 +220,19 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   };
   Tensor qh = heads(qp), kh = heads(kp), vh = heads(vp);
 
-  Tensor scores = matmul(mul(qh, 1.0 / std::sqrt(static_cast<double>(d))), kh.mT());
-  Tensor attn = mask.mask.defined() ? masked_softmax(scores, mask.mask, mask.kind)
-                                    : softmax(scores, -1);  // (B, H, L, S)
-  attn = dropout(attn, dropout_, is_training(), *gen_);
-  Tensor ctx = matmul(attn, vh);  // (B, H, L, d)
+  Tensor attn, ctx;  // (B, H, L, S), (B, H, L, d)
+  if (fused) {
+    ctx = scaled_dot_product_attention(qh, kh, vh,
+                                       {.attn_mask = mask.mask,
+                                        .dropout_p = is_training() ? dropout_ : 0.0,
+                                        .is_causal = o.is_causal,
+                                        .generator = gen_});
+  } else {
+    Tensor scores = matmul(mul(qh, 1.0 / std::sqrt(static_cast<double>(d))), kh.mT());
+    attn = mask.mask.defined() ? masked_softmax(scores, mask.mask, mask.kind) : softmax(scores, -1);
+    attn = dropout(attn, dropout_, is_training(), *gen_);
+    ctx = matmul(attn, vh);
+  }
   ctx = batch_first_ ? ctx.permute({0, 2, 1, 3}).reshape({B, L, E})
                      : ctx.permute({2, 0, 1, 3}).reshape({L, B, E});
   MhaOutput out{out_proj_->forward(ctx), Tensor()};

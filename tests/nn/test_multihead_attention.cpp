@@ -218,6 +218,39 @@ TEST_CASE("MultiheadAttention: every mask kind matches the reference", "[nn]") {
   }
 }
 
+TEST_CASE("MultiheadAttention: the fused path (need_weights off) equals the weights path", "[nn]") {
+  const int64_t B = 2, L = 5, S = 7, E = 6, H = 3;
+  Tensor q = test::leaf({B, L, E}, 1), k = test::leaf({B, S, E}, 2), v = test::leaf({B, S, E}, 3);
+  Tensor kpm = from_vector<bool>({false, false, false, true, false, true, true,  //
+                                  false, true, false, false, false, false, true},
+                                 {B, S});
+  Tensor fm = test::leaf({L, S}, 9).detach();
+  Tensor lens = from_vector<int64_t>({3, 0}, {B});  // batch 1 attends to nothing
+  for (double p : {0.0, 0.3}) {
+    auto m = std::make_shared<nn::MultiheadAttention>(E, H, p, true, 0, 0, true);
+    m->to(kFloat64);
+    for (const nn::MhaOptions& base :
+         {nn::MhaOptions{}, nn::MhaOptions{.key_padding_mask = kpm, .is_causal = true},
+          nn::MhaOptions{.attn_mask = fm, .valid_lens = lens},
+          nn::MhaOptions{.key_padding_mask = kpm, .attn_mask = fm, .is_causal = true}}) {
+      INFO("p " << p << " masks " << base.key_padding_mask.defined() << base.attn_mask.defined()
+                << base.is_causal << base.valid_lens.defined());
+      Generator g(11);
+      m->set_generator(g);
+      nn::MhaOptions with = base, without = base;
+      without.need_weights = false;
+      Tensor a = m->forward(q, k, v, with).output;
+      g.manual_seed(11);
+      Tensor b = m->forward(q, k, v, without).output;
+      CHECK_CLOSE(b, a, 1e-12, 0);
+      Tensor gout = test::leaf({B, L, E}, 5).detach();
+      auto ga = autograd::grad({a}, {q, k, v, m->in_proj_weight()}, {gout});
+      auto gb = autograd::grad({b}, {q, k, v, m->in_proj_weight()}, {gout});
+      for (size_t i = 0; i < ga.size(); ++i) CHECK_CLOSE(gb[i], ga[i], 1e-11, 0);
+    }
+  }
+}
+
 TEST_CASE("MultiheadAttention: attention weights", "[nn]") {
   const int64_t B = 2, L = 3, S = 5, E = 4, H = 2;
   auto m = make_mha(E, H, true);
