@@ -2,12 +2,61 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/autograd.h"
+#include "core/parallel.h"
 #include "core/strided_loop.h"
 
 namespace nabla {
 
+namespace {
+
+// Sums a contiguous x viewed as (rows, cols) over its rows: the shape of a bias gradient. Each
+// thread owns a block of columns and streams the rows through it; a walk down each column (the
+// general loop below) would read one element per cache line.
+template <class T, class Acc>
+void sum_leading_rows(const T* x, T* out, int64_t rows, int64_t cols) {
+  parallel_for(cols, rows, [&](int64_t b, int64_t e) {
+    constexpr int64_t kBlock = 256;
+    Acc acc[kBlock];
+    for (int64_t c0 = b; c0 < e; c0 += kBlock) {
+      const int64_t n = std::min(kBlock, e - c0);
+      std::fill(acc, acc + n, Acc(0));
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* row = x + r * cols + c0;
+#pragma omp simd
+        for (int64_t c = 0; c < n; ++c) acc[c] += static_cast<Acc>(row[c]);
+      }
+      for (int64_t c = 0; c < n; ++c) out[c0 + c] = static_cast<T>(acc[c]);
+    }
+  });
+}
+
+// True when x is contiguous and keepdim_shape reduces exactly its leading dims.
+bool reduces_leading_dims(const Tensor& x, const Shape& keepdim_shape) {
+  if (!x.is_contiguous()) return false;
+  size_t d = 0;
+  while (d < keepdim_shape.size() && keepdim_shape[d] == 1 && x.shape()[d] != 1) ++d;
+  for (; d < keepdim_shape.size(); ++d)
+    if (keepdim_shape[d] != x.shape()[d]) return false;
+  return true;
+}
+
+}  // namespace
+
 Tensor sum_to_kernel(const Tensor& x, const Shape& keepdim_shape) {
+  if (x.numel() > 0 && reduces_leading_dims(x, keepdim_shape) &&
+      (x.dtype() == kFloat32 || x.dtype() == kFloat64)) {
+    Tensor out = empty(keepdim_shape, x.dtype());
+    const int64_t cols = out.numel(), rows = x.numel() / cols;
+    if (x.dtype() == kFloat32) {
+      sum_leading_rows<float, double>(x.data_ptr<float>(), out.data_ptr<float>(), rows, cols);
+    } else {
+      sum_leading_rows<double, double>(x.data_ptr<double>(), out.data_ptr<double>(), rows, cols);
+    }
+    return out;
+  }
   // Split x's dims into kept (outer, one output element each) and reduced (inner loop).
   const size_t nd = x.shape().size();
   Shape kept_shape, kept_strides, red_shape, red_strides;
