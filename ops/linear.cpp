@@ -5,9 +5,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "ops/arithmetic.h"
+#include "ops/gemm.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 
@@ -34,6 +38,45 @@ struct LinearBackward final : Node {
   const char* name() const override { return "LinearBackward"; }
 };
 
+namespace {
+
+// y (M, out) = x2d W^T + b as one GEMM: y starts as copies of b and the GEMM adds into it
+// (beta = 1), so y is written twice instead of zeroed, written and then read again for the bias.
+Tensor linear_forward(const Tensor& x2d_in, const Tensor& weight_in, const Tensor& bias) {
+  const int64_t M = x2d_in.size(0), in = x2d_in.size(1), out = weight_in.size(0);
+  Tensor y = empty({M, out}, x2d_in.dtype());
+  if (y.numel() == 0) return y;
+  // BLAS reads rows with unit stride; anything else is copied once.
+  auto gemm_ready = [](const Tensor& t) {
+    return (t.stride(1) == 1 || t.size(1) <= 1) && t.stride(0) >= std::max<int64_t>(t.size(1), 1)
+               ? t
+               : t.contiguous();
+  };
+  Tensor x2d = gemm_ready(x2d_in), w = gemm_ready(weight_in);
+  dispatch_float(y.dtype(), "linear", [&](auto tag) {
+    using T = decltype(tag);
+    T* yp = y.data_ptr<T>();
+    T beta = T(0);
+    if (bias.defined()) {
+      Tensor b = bias.detach().contiguous();
+      const T* bp = b.data_ptr<T>();
+      parallel_for(M, out, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) std::copy(bp, bp + out, yp + r * out);
+      });
+      beta = T(1);
+    }
+    if (in == 0) {
+      if (!bias.defined()) std::fill(yp, yp + M * out, T(0));
+      return;
+    }
+    blas::gemm<T>(false, true, M, out, in, T(1), x2d.data_ptr<T>(), x2d.stride(0), w.data_ptr<T>(),
+                  w.stride(0), beta, yp, out);
+  });
+  return y;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
     throw DTypeError(fmt::format("linear: dtype mismatch, x {} weight {} bias {}",
@@ -52,12 +95,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape y_shape(x.shape().begin(), x.shape().end() - 1);
   const int64_t M = shape_numel(y_shape);
   y_shape.push_back(out);
-  Tensor y;
-  {
-    NoGradGuard no_grad;
-    y = matmul(x.detach().reshape({M, in}), weight.detach().t());  // (M, out), contiguous
-    if (bias.defined()) add_(y, bias.detach());
-  }
+  Tensor y = linear_forward(x.detach().reshape({M, in}), weight.detach(), bias);  // (M, out)
   y.impl().shape = y_shape;  // same elements in the same order: (M, out) -> (..., out)
   y.impl().strides = contiguous_strides(y_shape);
   if (auto node = make_node<LinearBackward>({&x, &weight, &bias})) {
