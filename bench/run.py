@@ -76,6 +76,16 @@ def benches():
                 args = ["--op", op, "--mode", mode, "--shape", shape]
                 out.append(Bench(f"{op}.{mode}.{shape}", ["bench_fused_ops", *args],
                                  ["fused_ops.py", *args]))
+    # Scaled dot-product attention, fused (flash-style) against torch's math path, with the
+    # composite twin as a third column: the heads of the models above, then a long-sequence sweep
+    # (d = 64) whose extra_mb shows the fused kernel's memory growing linearly with T.
+    for shape, extra in [("128x64x32", ["--dropout", "0.1"]), ("512x50x16", ["--dropout", "0.1"]),
+                         ("128x256x32", []), ("8x256x64", []), ("8x512x64", []),
+                         ("8x1024x64", []), ("8x2048x64", [])]:
+        args = ["--shape", shape, "--mode", "fwdbwd", *extra]
+        out.append(Bench(f"attention.fwdbwd.{shape}" + ("_dropout" if extra else ""),
+                         ["bench_attention", *args], ["attention.py", *args],
+                         {"composite": ["bench_attention", *args, "--impl", "composite"]}))
     # Whole models: a Transformer-encoder classifier's training step (small, large), its
     # inference (small, eval + no grad) and a ViT training step (bench/encoder.cpp, bench/vit.cpp).
     for name, config, mode in [("encoder_small", "small", "train"),
@@ -204,6 +214,9 @@ def result_fields(bench, measures, peak):
             f[f"{label}_rss_mb"] = m["rss_mb"]
     for label, m in measures.items():
         f[f"{label}_rss_base_mb"] = m["base_rss_mb"]
+    for label, m in measures.items():
+        if "extra_mb" in m:
+            f[f"{label}_extra_mb"] = m["extra_mb"]
     for label, m in measures.items():
         ms = float(m["ms"])
         if "flop" in m:

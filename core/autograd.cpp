@@ -133,6 +133,8 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 
 void connect_inputs(Node& node, std::initializer_list<const Tensor*> inputs) {
   node.next.reserve(inputs.size());
+  node.input_shapes.reserve(inputs.size());
+  node.input_dtypes.reserve(inputs.size());
   for (const Tensor* t : inputs) {
     node.next.push_back(Edge{t ? gradient_edge(*t) : nullptr});
     node.input_shapes.push_back(t && t->defined() ? t->shape() : Shape{});
