@@ -76,6 +76,8 @@ def benches():
                 args = ["--op", op, "--mode", mode, "--shape", shape]
                 out.append(Bench(f"{op}.{mode}.{shape}", ["bench_fused_ops", *args],
                                  ["fused_ops.py", *args]))
+    # One AdamW step over encoder_small's parameters (27 tensors, 526k floats).
+    out.append(Bench("adamw_step", ["bench_optim_step"], ["optim_step.py"]))
     # Whole models: a Transformer-encoder classifier's training step (small, large), its
     # inference (small, eval + no grad) and a ViT training step (bench/encoder.cpp, bench/vit.cpp).
     for name, config, mode in [("encoder_small", "small", "train"),
