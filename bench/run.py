@@ -86,6 +86,8 @@ def benches():
         out.append(Bench(f"attention.fwdbwd.{shape}" + ("_dropout" if extra else ""),
                          ["bench_attention", *args], ["attention.py", *args],
                          {"composite": ["bench_attention", *args, "--impl", "composite"]}))
+    # One AdamW step over encoder_small's parameters (27 tensors, 526k floats).
+    out.append(Bench("adamw_step", ["bench_optim_step"], ["optim_step.py"]))
     # Whole models: a Transformer-encoder classifier's training step (small, large), its
     # inference (small, eval + no grad) and a ViT training step (bench/encoder.cpp, bench/vit.cpp).
     for name, config, mode in [("encoder_small", "small", "train"),

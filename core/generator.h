@@ -30,6 +30,10 @@ class Generator {
 
   // Four independent 32-bit words for counter c.
   std::array<uint32_t, 4> block(uint64_t c) const;
+  // n consecutive blocks at once, word by word: out[4 * i + w] = block(first + i)[w] for i < n
+  // (counters wrap modulo 2^64 like block's). Counters run in SIMD lanes, so this vectorises where
+  // a loop over block() cannot; it is the fast path for kernels that consume many blocks.
+  void blocks(uint64_t first, int64_t n, uint32_t* out) const;
   // Uniform in [0, 1) with 53 random bits; standard normal (Box-Muller) for counter c.
   double uniform(uint64_t c) const;
   double normal(uint64_t c) const;

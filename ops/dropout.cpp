@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include <array>
+#include <algorithm>
 #include <cmath>
 
 #include "core/autograd.h"
@@ -12,6 +12,27 @@
 #include "ops/arithmetic.h"
 
 namespace nabla {
+namespace {
+
+// n elements from their Philox words: keep iff word >= threshold; y = keep ? x * scale : 0.
+template <class T>
+void dropout_kernel(const uint32_t* words, const T* x, T* y, bool* keep, int64_t n,
+                    uint64_t threshold, T scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    const bool k = words[i] >= threshold;
+    keep[i] = k;
+    y[i] = k ? x[i] * scale : T(0);
+  }
+}
+
+// grad_x = keep ? grad * scale : 0 over n elements. The mask is read as bytes (a bool is 0 or 1):
+// GCC does not vectorise loads of bool.
+template <class T>
+void dropout_backward_kernel(const uint8_t* keep, const T* grad, T* grad_x, int64_t n, T scale) {
+  for (int64_t i = 0; i < n; ++i) grad_x[i] = keep[i] != 0 ? grad[i] * scale : T(0);
+}
+
+}  // namespace
 
 // ----------------------------------------------------------------------------
 // dropout
@@ -26,14 +47,14 @@ struct DropoutBackward final : Node {
     Tensor k = keep.get();
     if (GradMode::enabled()) return {mul(grad, mul(k.to(grad.dtype()), scale))};
     Tensor g = grad.contiguous(), gx = empty(grad.shape(), grad.dtype());
-    const bool* kp = k.data_ptr<bool>();
+    const auto* keep_bytes = reinterpret_cast<const uint8_t*>(k.data_ptr<bool>());
     dispatch_float(grad.dtype(), "dropout", [&](auto tag) {
       using T = decltype(tag);
       const T* gp = g.data_ptr<T>();
       T* op = gx.data_ptr<T>();
       const T s = static_cast<T>(scale);
       parallel_for(g.numel(), 1, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) op[i] = kp[i] ? gp[i] * s : T(0);
+        dropout_backward_kernel<T>(keep_bytes + b, gp + b, op + b, e - b, s);
       });
     });
     return {gx};
@@ -55,19 +76,24 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   Tensor xc = x.detach().contiguous();
   Tensor keep = empty(x.shape(), kBool), y = empty(x.shape(), x.dtype());
   bool* kp = keep.data_ptr<bool>();
+  // keep iff u >= p with u = word / 2^32, i.e. word >= ceil(p * 2^32) (p < 1 here).
+  const auto threshold = static_cast<uint64_t>(std::ceil(p * 0x1.0p32));
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     const T* xp = xc.data_ptr<T>();
     T* yp = y.data_ptr<T>();
     const T s = static_cast<T>(scale);
-    // keep iff u >= p with u = word / 2^32, i.e. word >= ceil(p * 2^32) (p < 1 here).
-    const auto threshold = static_cast<uint64_t>(std::ceil(p * 0x1.0p32));
-    parallel_for(n, 16, [&](int64_t b, int64_t e) {
-      std::array<uint32_t, 4> words = gen.block(first + static_cast<uint64_t>(b / 4));
-      for (int64_t i = b; i < e; ++i) {
-        if (i % 4 == 0) words = gen.block(first + static_cast<uint64_t>(i / 4));
-        kp[i] = words[static_cast<size_t>(i % 4)] >= threshold;
-        yp[i] = kp[i] ? xp[i] * s : T(0);
+    parallel_for(n, 4, [&](int64_t b, int64_t e) {
+      // The words of a piece of elements come from Generator::blocks (vectorised) into a buffer
+      // that stays in L1; a piece starts on a block boundary, so words[i - start] is element i's.
+      constexpr int64_t kPiece = 1024;
+      alignas(64) uint32_t words[kPiece];
+      for (int64_t start = b / 4 * 4; start < e; start += kPiece) {
+        const int64_t end = std::min(e, start + kPiece);
+        gen.blocks(first + static_cast<uint64_t>(start / 4), (end - start + 3) / 4, words);
+        const int64_t from = std::max(b, start);
+        dropout_kernel<T>(words + (from - start), xp + from, yp + from, kp + from, end - from,
+                          threshold, s);
       }
     });
   });

@@ -7,14 +7,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/kernel_helpers.h"
+#include "ops/lse_kernels.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"
@@ -63,7 +67,8 @@ int64_t check_index_target(const char* op, const Tensor& input, const Tensor& ta
   Tensor t = target.contiguous();
   const int64_t* tp = t.data_ptr<int64_t>();
   int64_t count = 0;
-  for (int64_t p = 0; p < t.numel(); ++p) {
+  const int64_t P = t.numel();  // hoisted: numel() is a call that multiplies the dims
+  for (int64_t p = 0; p < P; ++p) {
     if (tp[p] == ignore_index) continue;
     if (tp[p] < 0 || tp[p] >= l.C)
       throw ValueError(
@@ -113,7 +118,8 @@ Tensor target_distribution(const Shape& in_shape, DType dt, const Tensor& target
   dispatch_float(dt, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     T* dp = dist.data_ptr<T>();
-    for (int64_t p = 0; p < t.numel(); ++p) {
+    const int64_t P = t.numel();
+    for (int64_t p = 0; p < P; ++p) {
       if (tp[p] == ignore_index) continue;
       T* row = dp + (p / l.inner) * l.C * l.inner + p % l.inner;
       for (int64_t c = 0; c < l.C; ++c) row[c * l.inner] = static_cast<T>(eps / double(l.C));
@@ -130,7 +136,8 @@ Tensor valid_positions(const Tensor& target, int64_t ignore_index, int64_t class
   dispatch_float(dt, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     T* vp = v.data_ptr<T>();
-    for (int64_t p = 0; p < t.numel(); ++p) vp[p] = tp[p] == ignore_index ? T(0) : T(1);
+    const int64_t P = t.numel();
+    for (int64_t p = 0; p < P; ++p) vp[p] = tp[p] == ignore_index ? T(0) : T(1);
   });
   return v.unsqueeze(class_dim);
 }
@@ -140,17 +147,58 @@ void check_smoothing(double eps) {
     throw ValueError(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", eps));
 }
 
-// Row log-sum-exp of z (stride `st`, n elements), summed in double; max subtracted first. exp
-// runs in T (vectorised for float32, like PyTorch's kernels).
+// The fused cross_entropy backward's constants: grad_z = g (softmax - (1 - eps) [c == t] - eps / C)
+// with g = grad / scale.
+struct CrossEntropyGrad {
+  double smooth;  // eps / C
+  double hit;     // 1 - eps
+  double scale;   // count (Mean reduction) or 1
+  int64_t ignore_index;
+};
+
+// a if keep, else +0.0, by masking a's bits. A select between computed floating-point values
+// can be compiled as a branch around the computation (which stops vectorisation); a mask cannot.
 template <class T>
-double row_lse(const T* z, int64_t n, int64_t st) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < n; ++c) m = z[c * st] > m ? z[c * st] : m;
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t c = 0; c < n; ++c) s += static_cast<double>(vec_math::exp_t<T>(z[c * st] - m));
-  return double(m) + std::log(s);
+T zero_unless(bool keep, T a) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  return std::bit_cast<T>(std::bit_cast<Bits>(a) & (keep ? ~Bits{0} : Bits{0}));
+}
+
+// One position's row of C contiguous classes (inner == 1). The exps go through `out` first: in
+// one loop with the double arithmetic they do not vectorise. Subtracting 0.0 off target is exact,
+// so subtracting zero_unless(c == target, hit) gives what `if (c == target) v -= hit` gave.
+template <class T>
+void cross_entropy_grad_row(const T* z, T* out, int64_t C, double lse, int64_t target, double g,
+                            const CrossEntropyGrad& k) {
+  const double smooth = k.smooth, hit = k.hit;  // locals: stores to out cannot change them
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c)
+    out[c] = vec_math::exp_t<T>(static_cast<T>(static_cast<double>(z[c]) - lse));
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const double v = static_cast<double>(out[c]) - smooth - zero_unless(c == target, hit);
+    out[c] = static_cast<T>(g * v);
+  }
+}
+
+// Class c of n consecutive positions of one outer index (inner > 1): z, out, lse, target and
+// (PerPos) grad are all contiguous along the positions, which run in the SIMD lanes. Without
+// PerPos every position's g is g_all.
+template <class T, bool PerPos>
+void cross_entropy_grad_class(const T* z, T* out, int64_t n, int64_t c, const double* lse,
+                              const int64_t* target, const T* grad, double g_all,
+                              const CrossEntropyGrad& k) {
+  const double smooth = k.smooth, hit = k.hit, scale = k.scale;
+  const int64_t ignore_index = k.ignore_index;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = vec_math::exp_t<T>(static_cast<T>(static_cast<double>(z[i]) - lse[i]));
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = PerPos ? static_cast<double>(grad[i]) / scale : g_all;
+    const double v = static_cast<double>(out[i]) - smooth - zero_unless(c == target[i], hit);
+    out[i] = zero_unless(target[i] != ignore_index, static_cast<T>(g * v));
+  }
 }
 
 }  // namespace
@@ -183,22 +231,36 @@ struct CrossEntropyBackward final : Node {
     const int64_t* tp = tc.data_ptr<int64_t>();
     const bool per_pos = opts.reduction == Reduction::None;
     const double eps = opts.label_smoothing, scale = opts.reduction == Reduction::Mean ? count : 1;
+    const CrossEntropyGrad k{eps / double(l.C), 1.0 - eps, scale, opts.ignore_index};
     dispatch_float(z.dtype(), "cross_entropy", [&](auto tag) {
       using T = decltype(tag);
       const T* zp = zc.data_ptr<T>();
       const T* gp = gc.data_ptr<T>();
       T* op = grad_z.data_ptr<T>();
-      parallel_for(l.outer * l.inner, l.C * 4, [&](int64_t b, int64_t e) {
-        for (int64_t p = b; p < e; ++p) {
-          const int64_t base = (p / l.inner) * l.C * l.inner + p % l.inner;
-          const bool ignored = tp[p] == opts.ignore_index;
-          const double g = (per_pos ? double(gp[p]) : double(gp[0])) / scale;
-          for (int64_t c = 0; c < l.C; ++c) {
-            const int64_t k = base + c * l.inner;
-            double v = double(vec_math::exp_t<T>(static_cast<T>(double(zp[k]) - lp[p]))) -
-                       eps / double(l.C);
-            if (c == tp[p]) v -= 1.0 - eps;
-            op[k] = ignored ? T(0) : static_cast<T>(g * v);
+      if (l.inner == 1) {  // one contiguous row per position
+        parallel_for(l.outer, l.C * 4, [&](int64_t b, int64_t e) {
+          for (int64_t p = b; p < e; ++p) {
+            T* out = op + p * l.C;
+            if (tp[p] == opts.ignore_index) {
+              std::fill(out, out + l.C, T(0));
+              continue;
+            }
+            const double g = (per_pos ? double(gp[p]) : double(gp[0])) / scale;
+            cross_entropy_grad_row<T>(zp + p * l.C, out, l.C, lp[p], tp[p], g, k);
+          }
+        });
+        return;
+      }
+      // One run of `inner` positions per (outer, class) pair.
+      parallel_for(l.outer * l.C, l.inner * 4, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const int64_t pos = (r / l.C) * l.inner, off = r * l.inner, c = r % l.C;
+          if (per_pos) {
+            cross_entropy_grad_class<T, true>(zp + off, op + off, l.inner, c, lp + pos, tp + pos,
+                                              gp + pos, 0.0, k);
+          } else {
+            cross_entropy_grad_class<T, false>(zp + off, op + off, l.inner, c, lp + pos, tp + pos,
+                                               nullptr, double(gp[0]) / scale, k);
           }
         }
       });
@@ -260,30 +322,30 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     using T = decltype(tag);
     const T* zp = z.data_ptr<T>();
     const T* qp = probs ? t.data_ptr<T>() : nullptr;
-    parallel_for(P, l.C * 8, [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        const int64_t base = (p / l.inner) * l.C * l.inner + p % l.inner;
-        const T* row = zp + base;
-        if (probs) {
-          const double lse_p = row_lse(row, l.C, l.inner);
-          double acc = 0;
-          for (int64_t c = 0; c < l.C; ++c) {
-            const int64_t k = c * l.inner;
-            acc += ((1.0 - eps) * double(qp[base + k]) + eps / C) * (lse_p - double(row[k]));
-          }
-          per[static_cast<size_t>(p)] = acc;
-          continue;
+    // Position p's loss from its row's lse (and, with smoothing, the sum of its logits).
+    auto loss_at = [&](int64_t p, double lse_p, double zsum) {
+      const int64_t base = (p / l.inner) * l.C * l.inner + p % l.inner;
+      const T* row = zp + base;
+      if (probs) {
+        double acc = 0;
+        for (int64_t c = 0; c < l.C; ++c) {
+          const int64_t k = c * l.inner;
+          acc += ((1.0 - eps) * double(qp[base + k]) + eps / C) * (lse_p - double(row[k]));
         }
-        const int64_t tc = tip[p];
-        if (tc == opts.ignore_index) continue;
-        lsep[p] = row_lse(row, l.C, l.inner);
-        double zsum = 0;
-        if (eps != 0.0)
-          for (int64_t c = 0; c < l.C; ++c) zsum += double(row[c * l.inner]);
-        per[static_cast<size_t>(p)] =
-            lsep[p] - (1.0 - eps) * double(row[tc * l.inner]) - eps / C * zsum;
+        per[static_cast<size_t>(p)] = acc;
+        return;
       }
-    });
+      const int64_t tc = tip[p];
+      if (tc == opts.ignore_index) return;
+      lsep[p] = lse_p;
+      per[static_cast<size_t>(p)] =
+          lsep[p] - (1.0 - eps) * double(row[tc * l.inner]) - eps / C * zsum;
+    };
+    if (!probs && eps != 0.0) {
+      kernels::for_each_row_lse<T, true>(zp, l.outer, l.C, l.inner, loss_at);
+    } else {
+      kernels::for_each_row_lse<T, false>(zp, l.outer, l.C, l.inner, loss_at);
+    }
   });
   Shape per_shape = logits.shape();
   per_shape.erase(per_shape.begin() + l.dim);

@@ -7,48 +7,106 @@
 //   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
 //   p = p + (-lr / (1 - beta1^t)) * m / denom
 // State: "step" (0-d int64), "exp_avg" (m), "exp_avg_sq" (v), "max_exp_avg_sq" (amsgrad).
+// A step updates all of a group's parameters in one parallel pass (optim/multi_tensor.h) with a
+// branch-free, vectorised kernel. NOTE: this file is compiled with -ffp-contract=off (no fused
+// multiply-adds), so every build computes exactly the formulas above, vectorised or not, and
+// with -fno-math-errno, without which GCC does not vectorise std::sqrt (see optim/CMakeLists.txt).
 #include "optim/adam.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
-#include "core/parallel.h"
+#include "optim/multi_tensor.h"
 
 namespace nabla::optim {
 
 namespace {
 
+// One parameter's coefficients at its step t (each parameter counts its own steps).
 struct AdamCoeffs {
   double lr, beta1, beta2, eps, weight_decay;
   double step_size;              // lr / (1 - beta1^t)
   double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
-  bool amsgrad, decoupled;
 };
 
+// One parameter's data for a step: n elements of p, g, m, v (and vmax with amsgrad).
 template <class T>
-void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t begin, int64_t end,
-                 const AdamCoeffs& c) {
+struct AdamParam {
+  T* p;
+  const T* g;
+  T* m;
+  T* v;
+  T* vmax;
+  int64_t n;
+  AdamCoeffs c;
+};
+
+// The update of elements [begin, end). The options are template parameters so that the loop has
+// no branches and vectorises; with WeightDecay false the decay terms are skipped, which is exact
+// (Adam adds 0 * p to g; AdamW multiplies p by 1 - lr * 0 = 1).
+template <class T, bool Decoupled, bool AmsGrad, bool WeightDecay>
+void adam_kernel(const AdamParam<T>& a, int64_t begin, int64_t end) {
+  const AdamCoeffs& c = a.c;
   const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
   const T one_minus_b1 = static_cast<T>(1 - c.beta1), one_minus_b2 = static_cast<T>(1 - c.beta2);
   const T wd = static_cast<T>(c.weight_decay), decay = static_cast<T>(1 - c.lr * c.weight_decay);
   const T bc2_sqrt = static_cast<T>(c.bias_correction2_sqrt), eps = static_cast<T>(c.eps);
   const T neg_step = static_cast<T>(-c.step_size);
+  T *p = a.p, *m = a.m, *v = a.v, *vmax = a.vmax;
+  const T* g = a.g;
+  // Elementwise: the arrays are distinct tensors, and even aliased ones would only meet at the
+  // same index, so there is no dependence between iterations.
+#pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     T gi = g[i];
-    if (c.decoupled)
-      p[i] = p[i] * decay;
-    else if (c.weight_decay != 0)
-      gi = gi + wd * p[i];
+    if constexpr (Decoupled && WeightDecay) p[i] = p[i] * decay;
+    if constexpr (!Decoupled && WeightDecay) gi = gi + wd * p[i];
     m[i] = m[i] * b1 + one_minus_b1 * gi;
     v[i] = v[i] * b2 + one_minus_b2 * gi * gi;
     T vi = v[i];
-    if (c.amsgrad) vi = vmax[i] = std::max(vmax[i], v[i]);
+    if constexpr (AmsGrad) vi = vmax[i] = std::max(vmax[i], v[i]);
     const T denom = std::sqrt(vi) / bc2_sqrt + eps;
     p[i] = p[i] + neg_step * m[i] / denom;
   }
+}
+
+// All parameters of one dtype in one parallel region (see optim/multi_tensor.h).
+template <class T, bool Decoupled, bool AmsGrad, bool WeightDecay>
+void adam_multi_tensor(const std::vector<AdamParam<T>>& params) {
+  std::vector<int64_t> sizes;
+  for (const AdamParam<T>& a : params) sizes.push_back(a.n);
+  parallel_for_segments(sizes, 16, [&](size_t k, int64_t b, int64_t e) {
+    adam_kernel<T, Decoupled, AmsGrad, WeightDecay>(params[k], b, e);
+  });
+}
+
+// Picks the instantiation for the runtime options.
+template <class T>
+void adam_step(const std::vector<AdamParam<T>>& params, bool decoupled, bool amsgrad,
+               bool weight_decay) {
+  using Step = void (*)(const std::vector<AdamParam<T>>&);
+  constexpr Step kSteps[2][2][2] = {
+      {{adam_multi_tensor<T, false, false, false>, adam_multi_tensor<T, false, false, true>},
+       {adam_multi_tensor<T, false, true, false>, adam_multi_tensor<T, false, true, true>}},
+      {{adam_multi_tensor<T, true, false, false>, adam_multi_tensor<T, true, false, true>},
+       {adam_multi_tensor<T, true, true, false>, adam_multi_tensor<T, true, true, true>}}};
+  if (!params.empty()) kSteps[decoupled][amsgrad][weight_decay](params);
+}
+
+template <class T>
+AdamParam<T> adam_param(const ParamUpdate& u, bool amsgrad, const AdamCoeffs& c) {
+  ParamState& state = *u.state;
+  return {u.param.data_ptr<T>(),
+          u.grad.data_ptr<T>(),
+          state["exp_avg"].data_ptr<T>(),
+          state["exp_avg_sq"].data_ptr<T>(),
+          amsgrad ? state["max_exp_avg_sq"].data_ptr<T>() : nullptr,
+          u.param.numel(),
+          c};
 }
 
 std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
@@ -90,32 +148,42 @@ std::vector<std::string> Adam::state_keys() const {
 }
 
 void Adam::update(const ParamGroup& group, Tensor& p, const Tensor& grad, ParamState& state) {
-  if (state.empty()) {
-    state["exp_avg"] = zeros(p.shape(), p.dtype());
-    state["exp_avg_sq"] = zeros(p.shape(), p.dtype());
-    if (options_.amsgrad) state["max_exp_avg_sq"] = zeros(p.shape(), p.dtype());
+  update_group(group, {ParamUpdate{p, grad, &state}});
+}
+
+void Adam::update_group(const ParamGroup& group, const std::vector<ParamUpdate>& updates) {
+  // Per parameter, before any work: create the state on first use, count the step, and take the
+  // data pointers. Then one pass over all float32 parameters and one over all float64 ones.
+  std::vector<AdamParam<float>> f32;
+  std::vector<AdamParam<double>> f64;
+  for (const ParamUpdate& u : updates) {
+    ParamState& state = *u.state;
+    const Tensor& p = u.param;
+    if (state.empty()) {
+      state["exp_avg"] = zeros(p.shape(), p.dtype());
+      state["exp_avg_sq"] = zeros(p.shape(), p.dtype());
+      if (options_.amsgrad) state["max_exp_avg_sq"] = zeros(p.shape(), p.dtype());
+    }
+    const auto t = static_cast<double>(increment_step(state));
+    const AdamCoeffs c{group.lr,
+                       options_.beta1,
+                       options_.beta2,
+                       options_.eps,
+                       group.weight_decay,
+                       group.lr / (1 - std::pow(options_.beta1, t)),
+                       std::sqrt(1 - std::pow(options_.beta2, t))};
+    dispatch_float(p.dtype(), decoupled_ ? "AdamW.step" : "Adam.step", [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, float>) {
+        f32.push_back(adam_param<float>(u, options_.amsgrad, c));
+      } else {
+        f64.push_back(adam_param<double>(u, options_.amsgrad, c));
+      }
+    });
   }
-  const auto t = static_cast<double>(increment_step(state));
-  AdamCoeffs c{group.lr,
-               options_.beta1,
-               options_.beta2,
-               options_.eps,
-               group.weight_decay,
-               group.lr / (1 - std::pow(options_.beta1, t)),
-               std::sqrt(1 - std::pow(options_.beta2, t)),
-               options_.amsgrad,
-               decoupled_};
-  dispatch_float(p.dtype(), decoupled_ ? "AdamW.step" : "Adam.step", [&](auto tag) {
-    using T = decltype(tag);
-    T* pp = p.data_ptr<T>();
-    const T* gp = grad.data_ptr<T>();
-    T* m = state["exp_avg"].data_ptr<T>();
-    T* v = state["exp_avg_sq"].data_ptr<T>();
-    T* vmax = c.amsgrad ? state["max_exp_avg_sq"].data_ptr<T>() : nullptr;
-    // Elementwise, so a parallel split gives bitwise the same result as a serial loop.
-    parallel_for(p.numel(), 16,
-                 [&](int64_t b, int64_t e) { adam_kernel<T>(pp, gp, m, v, vmax, b, e, c); });
-  });
+  const bool weight_decay = group.weight_decay != 0;
+  adam_step(f32, decoupled_, options_.amsgrad, weight_decay);
+  adam_step(f64, decoupled_, options_.amsgrad, weight_decay);
 }
 
 }  // namespace nabla::optim

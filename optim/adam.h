@@ -26,6 +26,8 @@ class Adam : public Optimizer {
   Adam(const char* name, std::vector<ParamGroup> groups, const AdamOptions& options,
        bool decoupled_weight_decay);
   void update(const ParamGroup& group, Tensor& p, const Tensor& grad, ParamState& state) override;
+  // One pass over all of the group's parameters (a multi-tensor kernel).
+  void update_group(const ParamGroup& group, const std::vector<ParamUpdate>& updates) override;
   std::vector<std::string> state_keys() const override;
 
  private:

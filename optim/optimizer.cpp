@@ -101,15 +101,25 @@ void Optimizer::step() {
       ++index;
     }
   index = 0;
-  for (const ParamGroup& group : groups_)
+  for (const ParamGroup& group : groups_) {
+    std::vector<ParamUpdate> updates;
     for (const Tensor& p : group.params) {
       ParamState& st = state_[index++];
       Tensor g = p.grad();
-      if (!g.defined()) continue;
-      Tensor param = p;
-      update(group, param, g.contiguous(), st);
-      p.storage()->bump_version();  // saved tensors that alias p must see the change
+      if (g.defined()) updates.push_back({p, g.contiguous(), &st});
     }
+    if (updates.empty()) continue;
+    update_group(group, updates);
+    // Saved tensors that alias a parameter must see the change.
+    for (const ParamUpdate& u : updates) u.param.storage()->bump_version();
+  }
+}
+
+void Optimizer::update_group(const ParamGroup& group, const std::vector<ParamUpdate>& updates) {
+  for (const ParamUpdate& u : updates) {
+    Tensor param = u.param;
+    update(group, param, u.grad, *u.state);
+  }
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

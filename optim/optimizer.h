@@ -28,6 +28,14 @@ struct ParamGroup {
 // One parameter's state, by name ("step" is a 0-d int64 tensor; the rest have the param's shape).
 using ParamState = std::map<std::string, Tensor>;
 
+// One parameter's share of a step: the parameter (updated in place), its gradient (contiguous,
+// the parameter's shape and dtype) and its state.
+struct ParamUpdate {
+  Tensor param;
+  Tensor grad;
+  ParamState* state;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -59,6 +67,9 @@ class Optimizer {
   // Updates p in place from grad (contiguous, p's shape and dtype); creates state on first use.
   virtual void update(const ParamGroup& group, Tensor& p, const Tensor& grad,
                       ParamState& state) = 0;
+  // Updates the parameters of one group that have a gradient, in order. The default calls
+  // update() on each; an optimizer with a multi-tensor kernel overrides it to do one pass.
+  virtual void update_group(const ParamGroup& group, const std::vector<ParamUpdate>& updates);
   // The keys a parameter's state holds after its first update (for load_state_dict checks).
   virtual std::vector<std::string> state_keys() const = 0;
 

@@ -29,6 +29,39 @@ TEST_CASE("dropout: the same seed gives the same mask, consecutive calls differ"
   CHECK(d.to_vector<float>() == dropout(x, 0.5, true, g7).to_vector<float>());
 }
 
+TEST_CASE("dropout: element i keeps iff word i % 4 of block first + i / 4 is >= ceil(p 2^32)",
+          "[ops]") {
+  // The mask is a function of (seed, counter) only: checked against Generator::block for sizes
+  // that split across threads and end mid-block, with counters crossing 2^32, in both dtypes.
+  const uint64_t kTwo32 = uint64_t{1} << 32;
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (int64_t n : {1, 5, 1003, 100003}) {
+      for (uint64_t offset : {uint64_t{0}, kTwo32 - 1000, 7 * kTwo32 - 3}) {
+        INFO(dtype_name(dt) << " n " << n << " offset " << offset);
+        const double p = 0.3;
+        Generator gen(0x1234567890ULL);
+        gen.set_state(gen.seed(), offset);
+        Tensor y = dropout(ones({n}, dt), p, true, gen);
+        CHECK(gen.offset() == offset + static_cast<uint64_t>((n + 3) / 4));
+        const auto threshold = static_cast<uint64_t>(std::ceil(p * 0x1.0p32));
+        const std::vector<double> values = y.to(kFloat64).to_vector<double>();
+        const double scale = dt == kFloat32
+                                 ? static_cast<double>(static_cast<float>(1.0 / (1.0 - p)))
+                                 : 1.0 / (1.0 - p);
+        int64_t mismatches = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const auto word = gen.block(offset + static_cast<uint64_t>(i / 4))[i % 4];
+          const double v = values[static_cast<size_t>(i)];
+          const bool kept = v != 0.0;
+          mismatches += kept != (word >= threshold);
+          if (kept) mismatches += v != scale;
+        }
+        CHECK(mismatches == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("dropout: identity, p = 1 and errors", "[ops]") {
   Tensor x = leaf({3, 4}, 1);
   Generator g(1);
