@@ -165,19 +165,20 @@ void score_tile(const Operands<T>& op, const Problem& pr, int64_t n, int64_t i0,
 }
 
 // z[c] = 1 / (1 - p) if weight (n, i, j0 + c) is kept, else 0. Element e of the (N, L, S) weights
-// uses word e % 4 of Philox block first + e / 4: the counters dropout() uses.
+// uses word e % 4 of Philox block first + e / 4: the counters dropout() uses. `words` holds at
+// least cols + 8 words.
 template <class T>
-void dropout_row(const Problem& pr, int64_t n, int64_t i, int64_t j0, int64_t cols, T* z) {
+void dropout_row(const Problem& pr, int64_t n, int64_t i, int64_t j0, int64_t cols, T* z,
+                 uint32_t* words) {
   const Generator gen(pr.seed);
+  const auto e0 = static_cast<uint64_t>((n * pr.L + i) * pr.S + j0);
+  const auto skip = static_cast<int64_t>(e0 % 4);
+  gen.blocks(pr.first + e0 / 4, (skip + cols + 3) / 4, words);
+  const uint32_t* w = words + skip;
   const auto threshold = static_cast<uint64_t>(std::ceil(pr.p * 0x1.0p32));
   const T keep_scale = pr.p < 1 ? static_cast<T>(1.0 / (1.0 - pr.p)) : T(0);
-  auto e = static_cast<uint64_t>((n * pr.L + i) * pr.S + j0);
-  int64_t c = 0;
-  while (c < cols) {
-    const std::array<uint32_t, 4> words = gen.block(pr.first + e / 4);
-    for (uint64_t w = e % 4; w < 4 && c < cols; ++w, ++c, ++e)
-      z[c] = words[w] >= threshold ? keep_scale : T(0);
-  }
+  for (int64_t c = 0; c < cols; ++c)
+    z[c] = static_cast<uint64_t>(w[c]) >= threshold ? keep_scale : T(0);
 }
 
 template <class T>
@@ -186,6 +187,7 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
   const int64_t cost = kQueryTile * pr.S * (pr.E + pr.Ev + 8);
   parallel_for(pr.N * tiles, cost, [&](int64_t b, int64_t e) {
     std::vector<T> s(kQueryTile * kKeyTile), z(kKeyTile);
+    std::vector<uint32_t> words(kKeyTile + 8);
     std::vector<T> row_max(kQueryTile);
     std::vector<double> row_sum(kQueryTile);
     for (int64_t t = b; t < e; ++t) {
@@ -220,7 +222,7 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
             for (int64_t c = 0; c < pr.Ev; ++c) acc[r * pr.Ev + c] *= alpha;
           row_max[r] = m_new;
           if (pr.p > 0) {
-            dropout_row(pr, n, i0 + r, j0, cols, z.data());
+            dropout_row(pr, n, i0 + r, j0, cols, z.data(), words.data());
             for (int64_t c = 0; c < cols; ++c) sr[c] *= z[static_cast<size_t>(c)];
           }
         }
@@ -252,6 +254,7 @@ void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, con
     constexpr int64_t kTile = kQueryTile * kKeyTile;
     std::vector<T> p(kTile), dp(kTile), z(pr.p > 0 ? kTile : 0), pz(pr.p > 0 ? kTile : 0);
     std::vector<T> delta(static_cast<size_t>(pr.L));
+    std::vector<uint32_t> words(kKeyTile + 8);
     for (int64_t n = b; n < e; ++n) {
       const auto nn = static_cast<size_t>(n);
       const T* q = op.q + op.q_off[nn];
@@ -288,7 +291,7 @@ void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, con
             }
             if (pr.p > 0) {
               T* zr = z.data() + r * kKeyTile;
-              dropout_row(pr, n, i0 + r, j0, cols, zr);
+              dropout_row(pr, n, i0 + r, j0, cols, zr, words.data());
               for (int64_t c = 0; c < cols; ++c) pz[r * kKeyTile + c] = pr_row[c] * zr[c];
             }
           }
