@@ -164,21 +164,29 @@ void score_tile(const Operands<T>& op, const Problem& pr, int64_t n, int64_t i0,
   }
 }
 
-// z[c] = 1 / (1 - p) if weight (n, i, j0 + c) is kept, else 0. Element e of the (N, L, S) weights
-// uses word e % 4 of Philox block first + e / 4: the counters dropout() uses. `words` holds at
-// least cols + 8 words.
+// z[r * kKeyTile + c] = 1 / (1 - p) if weight (n, i0 + r, j0 + c) is kept, else 0. Element e of
+// the (N, L, S) weights uses word e % 4 of Philox block first + e / 4: the counters dropout()
+// uses. A tile spanning every key is one run of counters, drawn in one call (Generator::blocks
+// vectorises over long runs); `words` holds kQueryTile * kKeyTile + 8 words.
 template <class T>
-void dropout_row(const Problem& pr, int64_t n, int64_t i, int64_t j0, int64_t cols, T* z,
-                 uint32_t* words) {
+void dropout_tile(const Problem& pr, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                  T* z, uint32_t* words) {
   const Generator gen(pr.seed);
-  const auto e0 = static_cast<uint64_t>((n * pr.L + i) * pr.S + j0);
-  const auto skip = static_cast<int64_t>(e0 % 4);
-  gen.blocks(pr.first + e0 / 4, (skip + cols + 3) / 4, words);
-  const uint32_t* w = words + skip;
   const auto threshold = static_cast<uint64_t>(std::ceil(pr.p * 0x1.0p32));
   const T keep_scale = pr.p < 1 ? static_cast<T>(1.0 / (1.0 - pr.p)) : T(0);
-  for (int64_t c = 0; c < cols; ++c)
-    z[c] = static_cast<uint64_t>(w[c]) >= threshold ? keep_scale : T(0);
+  const bool one_run = cols == pr.S;
+  const int64_t run_rows = one_run ? rows : 1, run = run_rows * cols;
+  for (int64_t r0 = 0; r0 < rows; r0 += run_rows) {
+    const auto e0 = static_cast<uint64_t>((n * pr.L + i0 + r0) * pr.S + j0);
+    const auto skip = static_cast<int64_t>(e0 % 4);
+    gen.blocks(pr.first + e0 / 4, (skip + run + 3) / 4, words);
+    for (int64_t r = 0; r < run_rows; ++r) {
+      const uint32_t* w = words + skip + r * cols;
+      T* zr = z + (r0 + r) * kKeyTile;
+      for (int64_t c = 0; c < cols; ++c)
+        zr[c] = static_cast<uint64_t>(w[c]) >= threshold ? keep_scale : T(0);
+    }
+  }
 }
 
 template <class T>
@@ -186,8 +194,8 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
   const int64_t tiles = (pr.L + kQueryTile - 1) / kQueryTile;
   const int64_t cost = kQueryTile * pr.S * (pr.E + pr.Ev + 8);
   parallel_for(pr.N * tiles, cost, [&](int64_t b, int64_t e) {
-    std::vector<T> s(kQueryTile * kKeyTile), z(kKeyTile);
-    std::vector<uint32_t> words(kKeyTile + 8);
+    std::vector<T> s(kQueryTile * kKeyTile), z(pr.p > 0 ? kQueryTile * kKeyTile : 0);
+    std::vector<uint32_t> words(pr.p > 0 ? kQueryTile * kKeyTile + 8 : 0);
     std::vector<T> row_max(kQueryTile);
     std::vector<double> row_sum(kQueryTile);
     for (int64_t t = b; t < e; ++t) {
@@ -202,6 +210,7 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         score_tile(op, pr, n, i0, rows, j0, cols, s.data());
+        if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), words.data());
         for (int64_t r = 0; r < rows; ++r) {
           T* __restrict sr = s.data() + r * kKeyTile;
           T mx = kNegInf<T>;
@@ -222,8 +231,8 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
             for (int64_t c = 0; c < pr.Ev; ++c) acc[r * pr.Ev + c] *= alpha;
           row_max[r] = m_new;
           if (pr.p > 0) {
-            dropout_row(pr, n, i0 + r, j0, cols, z.data(), words.data());
-            for (int64_t c = 0; c < cols; ++c) sr[c] *= z[static_cast<size_t>(c)];
+            const T* zr = z.data() + r * kKeyTile;
+            for (int64_t c = 0; c < cols; ++c) sr[c] *= zr[c];
           }
         }
         tile_gemm<T>(false, false, rows, pr.Ev, cols, T(1), s.data(), kKeyTile,
@@ -254,7 +263,7 @@ void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, con
     constexpr int64_t kTile = kQueryTile * kKeyTile;
     std::vector<T> p(kTile), dp(kTile), z(pr.p > 0 ? kTile : 0), pz(pr.p > 0 ? kTile : 0);
     std::vector<T> delta(static_cast<size_t>(pr.L));
-    std::vector<uint32_t> words(kKeyTile + 8);
+    std::vector<uint32_t> words(pr.p > 0 ? kTile + 8 : 0);
     for (int64_t n = b; n < e; ++n) {
       const auto nn = static_cast<size_t>(n);
       const T* q = op.q + op.q_off[nn];
@@ -281,6 +290,7 @@ void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, con
              i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, pr.L - i0);
           score_tile(op, pr, n, i0, rows, j0, cols, p.data());
+          if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), words.data());
           for (int64_t r = 0; r < rows; ++r) {
             T* __restrict pr_row = p.data() + r * kKeyTile;
             const T m = lse_n[i0 + r];
@@ -290,8 +300,7 @@ void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, con
               for (int64_t c = 0; c < cols; ++c) pr_row[c] = vec_math::exp_t<T>(pr_row[c] - m);
             }
             if (pr.p > 0) {
-              T* zr = z.data() + r * kKeyTile;
-              dropout_row(pr, n, i0 + r, j0, cols, zr, words.data());
+              const T* zr = z.data() + r * kKeyTile;
               for (int64_t c = 0; c < cols; ++c) pz[r * kKeyTile + c] = pr_row[c] * zr[c];
             }
           }
