@@ -4,9 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "core/small_vector.h"
+
 namespace nabla {
 
-using Shape = std::vector<int64_t>;
+// Up to six dims live inline (see SmallVector): no allocation for a typical shape or stride.
+using Shape = SmallVector<int64_t, 6>;
 
 std::string shape_str(const Shape& s);  // "(2, 3)"; "()" for a scalar
 int64_t shape_numel(const Shape& s);    // overflow-checked product
