@@ -32,14 +32,23 @@ void Linear::reset_parameters(Generator& gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) const {
+void Linear::check_input(const Tensor& x) const {
   if (x.dim() < 1 || x.size(-1) != in_features_)
     throw ShapeError(fmt::format("Linear: input of shape {} does not end in in_features = {}",
                                  shape_str(x.shape()), in_features_));
   if (x.dtype() != weight_.dtype())
     throw DTypeError(fmt::format("Linear: input dtype {} differs from the weight's dtype {}",
                                  dtype_name(x.dtype()), dtype_name(weight_.dtype())));
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  check_input(x);
   return linear(x, weight_, bias_);  // one GEMM over the flattened leading dims
+}
+
+Tensor Linear::forward_activation(const Tensor& x, LinearActivation act) const {
+  check_input(x);
+  return linear_activation(x, weight_, bias_, act);
 }
 
 }  // namespace nabla::nn

@@ -4,6 +4,7 @@
 
 #include "core/generator.h"
 #include "nn/module.h"
+#include "ops/linear.h"
 
 namespace nabla::nn {
 
@@ -16,6 +17,8 @@ class Linear : public Module {
   // x (..., in) -> (..., out).
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  // act(forward(x)) as one fused op (ops/linear.h: linear_activation).
+  Tensor forward_activation(const Tensor& x, LinearActivation act) const;
 
   // Re-draws weight and bias with the default scheme from `gen`.
   void reset_parameters(Generator& gen = default_generator());
@@ -26,6 +29,7 @@ class Linear : public Module {
   const Tensor& bias() const { return bias_; }  // undefined when bias = false
 
  private:
+  void check_input(const Tensor& x) const;  // throws naming Linear and the shapes
   int64_t in_features_, out_features_;
   Tensor weight_, bias_;
 };

@@ -75,7 +75,10 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const MhaOptions& mha)
 }
 
 Tensor TransformerEncoderLayer::ff_block(const Tensor& x) const {
-  Tensor h = dropout_->forward(apply_activation(options_.activation, linear1_->forward(x)));
+  // linear1 and its activation as one fused op (the bias in the GEMM, one pass for the rest).
+  const LinearActivation act =
+      options_.activation == FFNActivation::GELU ? LinearActivation::GELU : LinearActivation::ReLU;
+  Tensor h = dropout_->forward(linear1_->forward_activation(x, act));
   return dropout2_->forward(linear2_->forward(h));
 }
 

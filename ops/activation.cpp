@@ -9,47 +9,15 @@
 
 #include "core/autograd.h"
 #include "ops/arithmetic.h"
+#include "ops/gelu_math.h"
 #include "ops/kernel_helpers.h"
 #include "ops/pointwise.h"
 #include "ops/unary.h"
 #include "ops/vec_math.h"
 
 namespace nabla {
+using namespace gelu_math;  // NOLINT(google-build-using-namespace): the per-element formulas
 namespace {
-
-constexpr double kSqrt1_2 = 0.5 * std::numbers::sqrt2;  // 1/sqrt(2)
-constexpr double kInvSqrt2Pi =
-    0.5 * std::numbers::sqrt2 * std::numbers::inv_sqrtpi;                        // 1/sqrt(2 pi)
-constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
-constexpr double kKappa = 0.044715;  // the cubic coefficient of the tanh approximation
-
-// NOTE: the kernels evaluate in T, like PyTorch's CPU kernels, so float32 matches PyTorch's
-// rounding closely. float32 uses vec_math's erf/exp so the loops vectorise.
-// always_inline: called per element inside the kernels' loops, which vectorise only if inlined.
-template <GeluApproximate A, class T>
-[[gnu::always_inline]] inline T gelu_value(T x) {
-  if constexpr (A == GeluApproximate::None) {
-    return x * T(0.5) * (T(1) + vec_math::erf_t(x * T(kSqrt1_2)));
-  } else {
-    const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
-  }
-}
-
-// d gelu / dx
-template <GeluApproximate A, class T>
-[[gnu::always_inline]] inline T gelu_derivative(T x) {
-  if constexpr (A == GeluApproximate::None) {
-    const T cdf = T(0.5) * (T(1) + vec_math::erf_t(x * T(kSqrt1_2)));
-    const T pdf = T(kInvSqrt2Pi) * vec_math::exp_t(T(-0.5) * x * x);
-    return cdf + x * pdf;
-  } else {
-    const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
-    const T t = std::tanh(inner);
-    const T d_inner = T(kSqrt2OverPi) * (T(1) + T(3 * kKappa) * x * x);
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * d_inner;
-  }
-}
 
 // d^2 gelu / dx^2 from primitive ops (used only for second and higher derivatives):
 //   exact:  phi(x) (2 - x^2)
@@ -61,8 +29,6 @@ Tensor gelu_second_derivative(const Tensor& x, GeluApproximate a) {
   Tensor du = (x2 * (3 * kKappa) + 1.0) * kSqrt2OverPi;
   return (1.0 - square(t)) * (du - x * t * square(du) + x2 * (3 * kSqrt2OverPi * kKappa));
 }
-
-Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a);
 
 }  // namespace
 
@@ -84,8 +50,6 @@ struct GeluBackwardBackward final : Node {
   const char* name() const override { return "GeluBackwardBackward"; }
 };
 
-namespace {
-
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a) {
   Tensor y = a == GeluApproximate::None
                  ? kernels::map_binary_float(
@@ -101,8 +65,6 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a) {
   }
   return y;
 }
-
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // gelu

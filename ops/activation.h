@@ -9,6 +9,10 @@ enum class GeluApproximate { None, Tanh };
 // x * Phi(x) (None, the exact erf form) or PyTorch's tanh approximation (Tanh). Fused kernels
 // forward and backward; gradients of any order.
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
+// grad * gelu'(x), as a recorded op (its own backward uses primitive ops): GELU's backward, also
+// used by fused ops whose backward runs under create_graph.
+Tensor gelu_backward(const Tensor& grad, const Tensor& x,
+                     GeluApproximate approximate = GeluApproximate::None);
 // The same function built from primitive ops (erf/tanh, mul, add); the reference for gelu.
 Tensor gelu_composite(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 // x * sigmoid(x), also called swish.

@@ -1,0 +1,86 @@
+// linear_activation (linear + ReLU / GELU fused): PyTorch parity, gradcheck and gradgradcheck on
+// the standard shapes, agreement with the composite twin above the parallel grain, errors.
+#include "tests/parity.h"
+
+using namespace nabla;
+using Catch::Matchers::Contains;
+using test::check_parity;
+using test::leaf;
+
+namespace {
+const std::string kFamily = "linear_activation";
+constexpr LinearActivation kAll[] = {LinearActivation::ReLU, LinearActivation::GELU,
+                                     LinearActivation::GELUTanh};
+}  // namespace
+
+TEST_CASE("parity: linear_activation", "[ops][parity]") {
+  check_parity(kFamily, "relu_3d",
+               [](auto& x) { return linear_activation(x[0], x[1], x[2], LinearActivation::ReLU); });
+  check_parity(kFamily, "gelu_3d",
+               [](auto& x) { return linear_activation(x[0], x[1], x[2], LinearActivation::GELU); });
+  check_parity(kFamily, "gelu_tanh_2d", [](auto& x) {
+    return linear_activation(x[0], x[1], x[2], LinearActivation::GELUTanh);
+  });
+  check_parity(kFamily, "gelu_1d_nobias", [](auto& x) {
+    return linear_activation(x[0], x[1], Tensor(), LinearActivation::GELU);
+  });
+}
+
+TEST_CASE("linear_activation passes gradcheck and gradgradcheck", "[ops]") {
+  Tensor xt = leaf({4, 2, 3}, 1).detach().transpose(0, 2).requires_grad_();  // (3, 2, 4)
+  REQUIRE(!xt.is_contiguous());
+  struct Case {
+    std::string name;
+    std::vector<Tensor> in;
+  };
+  std::vector<Case> cases = {
+      {"3-D x", {leaf({2, 3, 4}, 1), leaf({5, 4}, 2), leaf({5}, 3)}},
+      {"transposed x", {xt, leaf({5, 4}, 2), leaf({5}, 3)}},
+      {"1-D x", {leaf({4}, 1), leaf({3, 4}, 2), leaf({3}, 3)}},
+      {"size-1 dims", {leaf({1, 1}, 1), leaf({1, 1}, 2), leaf({1}, 3)}},
+      {"empty rows", {leaf({0, 4}, 1), leaf({3, 4}, 2), leaf({3}, 3)}},
+  };
+  for (LinearActivation act : kAll)
+    for (auto& c : cases) {
+      INFO(c.name << " activation " << static_cast<int>(act));
+      auto fn = [act](const std::vector<Tensor>& x) {
+        return linear_activation(x[0], x[1], x[2], act);
+      };
+      CHECK_GRADCHECK(fn, c.in);
+      auto no_bias = [act](const std::vector<Tensor>& x) {
+        return linear_activation(x[0], x[1], Tensor(), act);
+      };
+      CHECK_GRADCHECK(no_bias, (std::vector<Tensor>{c.in[0], c.in[1]}));
+      if (act != LinearActivation::ReLU) CHECK_GRADGRADCHECK(fn, c.in);
+    }
+}
+
+TEST_CASE("linear_activation equals its composite twin", "[ops]") {
+  Generator g(4);
+  for (DType dt : {kFloat32, kFloat64})
+    for (LinearActivation act : kAll) {
+      INFO(dtype_name(dt) << " activation " << static_cast<int>(act));
+      // 2 * kParallelGrain / 300 rows of 300 outputs: the parallel paths run.
+      Tensor x = randn({2 * kParallelGrain / 300, 40}, g, dt).requires_grad_();
+      Tensor w = randn({300, 40}, g, dt).requires_grad_(), b = randn({300}, g, dt).requires_grad_();
+      Tensor yf = linear_activation(x, w, b, act), yc = linear_activation_composite(x, w, b, act);
+      const double tol = dt == kFloat64 ? 1e-12 : 1e-5;
+      CHECK_CLOSE(yf, yc, tol, tol);
+      Tensor gout = randn(yf.shape(), g, dt);
+      auto a = autograd::grad({yf}, {x, w, b}, {gout});
+      auto c = autograd::grad({yc}, {x, w, b}, {gout});
+      for (size_t i = 0; i < a.size(); ++i) {
+        INFO("gradient " << i);
+        CHECK_CLOSE(a[i], c[i], tol * 100, tol);
+      }
+    }
+}
+
+TEST_CASE("linear_activation rejects bad input naming itself", "[ops]") {
+  CHECK_THROWS_WITH(
+      linear_activation(zeros({2, 3}), zeros({4, 5}), Tensor(), LinearActivation::ReLU),
+      Contains("linear_activation") && Contains("(4, 5)"));
+  CHECK_THROWS_WITH(
+      linear_activation(zeros({2, 3}), zeros({4, 3}, kFloat64), Tensor(), LinearActivation::GELU),
+      Contains("linear_activation") && Contains("float64"));
+}
