@@ -176,6 +176,25 @@ Tensor grad_sum(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+bool exclusively_owned(const Tensor& t) {
+  return t.defined() && t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1;
+}
+
+void grad_add_(const Tensor& dst, const Tensor& src) {
+  std::array<Shape, 2> st = {dst.strides(), src.strides()};
+  dispatch_float(dst.dtype(), "grad_add_", [&](auto tag) {
+    using T = decltype(tag);
+    T* dp = dst.data_ptr<T>();
+    const T* sp = src.data_ptr<T>();
+    strided_for_each<2>(
+        dst.shape(), st, 1,
+        [&](const std::array<int64_t, 2>& o, int64_t n, const std::array<int64_t, 2>& s) {
+          for (int64_t i = 0; i < n; ++i) dp[o[0] + i * s[0]] += sp[o[1] + i * s[1]];
+        });
+  });
+  dst.storage()->bump_version();
+}
+
 // ----------------------------------------------------------------------------
 // AccumulateGrad
 

@@ -34,6 +34,11 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual const char* name() const = 0;  // e.g. "TanhBackward"
   // False for fused kernels whose backward is not itself recorded: create_graph refuses them.
   virtual bool backward_is_differentiable() const { return true; }
+  // Optional fast path of single-input view nodes (slice, select): add this node's gradient for
+  // its input into `input_grad`, a buffer of the input's shape that only the engine can see,
+  // instead of returning a zero-filled full-size tensor for the engine to sum. Called only
+  // outside grad mode. Returns false when the node has no such path.
+  virtual bool backward_into(const Tensor& /*grad*/, Tensor& /*input_grad*/) { return false; }
 
   std::string forward_op() const;  // "tanh" for "TanhBackward"
   bool needs_input_grad(size_t i) const { return i < next.size() && next[i].fn != nullptr; }
@@ -138,6 +143,12 @@ void connect_inputs(Node& node, std::initializer_list<const Tensor*> inputs);
 void set_history(Tensor& output, const std::shared_ptr<Node>& node);
 // a + b for two gradients of the same shape and dtype (recorded under create_graph).
 Tensor grad_sum(const Tensor& a, const Tensor& b);
+// True if no other handle or view can see t's data: a gradient buffer the engine may add into in
+// place (PyTorch's InputBuffer steals such buffers too).
+bool exclusively_owned(const Tensor& t);
+// dst += src in place, for gradient buffers of one shape and dtype (any strides). Not recorded;
+// bumps dst's version.
+void grad_add_(const Tensor& dst, const Tensor& src);
 // The edge a gradient for `t` flows into: its grad_fn, or its leaf accumulator, or null.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
 

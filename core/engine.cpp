@@ -17,6 +17,19 @@
 namespace nabla {
 namespace {
 
+// Adds g into a node's pending gradient. Outside grad mode a buffer nobody else can see is added
+// into in place (a contiguous one, so the add streams); otherwise a new sum is made (recorded
+// under create_graph).
+void accumulate(Tensor& buf, const Tensor& g) {
+  if (!buf.defined()) {
+    buf = g;
+  } else if (!GradMode::enabled() && buf.is_contiguous() && exclusively_owned(buf)) {
+    grad_add_(buf, g);
+  } else {
+    buf = grad_sum(buf, g);
+  }
+}
+
 std::vector<Node*> topological_order(const std::vector<Node*>& roots) {
   std::vector<Node*> post;
   std::unordered_set<Node*> seen;
@@ -84,8 +97,7 @@ std::unordered_map<Node*, Tensor> run_engine(const std::vector<Tensor>& outputs,
                                    shape_str(g.shape()), shape_str(out.shape())));
     std::shared_ptr<Node> root = gradient_edge(out);
     keep_alive.push_back(root);
-    Tensor& buf = buffers[root.get()];
-    buf = buf.defined() ? grad_sum(buf, g) : g;
+    accumulate(buffers[root.get()], g);
     roots.push_back(root.get());
   }
 
@@ -126,6 +138,16 @@ std::unordered_map<Node*, Tensor> run_engine(const std::vector<Tensor>& outputs,
           "needs its composite version",
           node->name()));
 
+    // A view node may add its gradient straight into its input's pending buffer.
+    if (!create_graph && !AnomalyMode::enabled() && node->next.size() == 1 && node->next[0].fn &&
+        (!capturing || needed.count(node->next[0].fn.get()))) {
+      auto pending = buffers.find(node->next[0].fn.get());
+      if (pending != buffers.end() && pending->second.is_contiguous() &&
+          exclusively_owned(pending->second) && node->backward_into(grad, pending->second)) {
+        if (!retain_graph) node->release_saved();
+        continue;
+      }
+    }
     std::vector<Tensor> grads = node->backward(grad);
     if (!retain_graph) node->release_saved();
     if (grads.size() != node->next.size() && !dynamic_cast<AccumulateGrad*>(node))
@@ -147,8 +169,7 @@ std::unordered_map<Node*, Tensor> run_engine(const std::vector<Tensor>& outputs,
             "anomaly: {} (forward op '{}', sequence #{}) produced a non-finite gradient for its "
             "input {} of shape {}",
             node->name(), node->forward_op(), node->sequence_nr(), i, shape_str(g.shape())));
-      Tensor& buf = buffers[child];
-      buf = buf.defined() ? grad_sum(buf, g) : g;
+      accumulate(buffers[child], g);
     }
   }
   return captured;

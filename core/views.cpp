@@ -257,6 +257,11 @@ struct SliceBackward final : Node {
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {slice_embed(grad, input_shape, dim, start, step)};
   }
+  bool backward_into(const Tensor& grad, Tensor& input_grad) override {
+    const int64_t len = grad.shape()[static_cast<size_t>(dim)];
+    grad_add_(input_grad.slice(dim, start, start + len * step, step), grad);
+    return true;
+  }
   const char* name() const override { return "SliceBackward"; }
 };
 
@@ -299,6 +304,10 @@ struct SelectBackward final : Node {
   SelectBackward(Shape s, int64_t d, int64_t i) : input_shape(std::move(s)), dim(d), index(i) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {slice_embed(grad.unsqueeze(dim), input_shape, dim, index, 1)};
+  }
+  bool backward_into(const Tensor& grad, Tensor& input_grad) override {
+    grad_add_(input_grad.select(dim, index), grad);
+    return true;
   }
   const char* name() const override { return "SelectBackward"; }
 };
