@@ -3,6 +3,10 @@
 #include <cmath>
 #include <numbers>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace nabla {
 
 namespace {
@@ -26,16 +30,9 @@ namespace {
   }
 }
 
-}  // namespace
-
-std::array<uint32_t, 4> Generator::block(uint64_t c) const {
-  uint32_t x0 = static_cast<uint32_t>(c), x1 = static_cast<uint32_t>(c >> 32), x2 = 0, x3 = 0;
-  philox10(x0, x1, x2, x3, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
-  return {x0, x1, x2, x3};
-}
-
-void Generator::blocks(uint64_t first, int64_t n, uint32_t* out) const {
-  const auto k0 = static_cast<uint32_t>(seed_), k1 = static_cast<uint32_t>(seed_ >> 32);
+// Portable batch: one counter per SIMD lane, as far as the compiler vectorises it.
+void blocks_portable(uint64_t seed, uint64_t first, int64_t n, uint32_t* out) {
+  const auto k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   // One counter per lane; the four words are stored interleaved, in block() order.
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
@@ -47,6 +44,91 @@ void Generator::blocks(uint64_t first, int64_t n, uint32_t* out) const {
     out[4 * i + 2] = x2;
     out[4 * i + 3] = x3;
   }
+}
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers pass _mm512_undefined_epi32() as the unused merge source of unmasked
+// intrinsics, which -Wmaybe-uninitialized reports as a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// AVX-512: 16 counters in the 32-bit lanes of one register. NOTE: the compiler vectorises the
+// portable loop with 64-bit multiplies (vpmullq, 3 uops) and many permutes; here each 32x32 ->
+// 64-bit product is vpmuludq on the even lanes and on the odd lanes moved down by a shuffle, and
+// masked shuffles sort the high and low halves back into place (1.4 vs 3.9 ns per block, 2.8x, on
+// the 2-core Intel host). Bit-identical to philox10 (tests/core/test_generator.cpp).
+__attribute__((target("avx512f"))) int64_t blocks_avx512(uint64_t seed, uint64_t first, int64_t n,
+                                                         uint32_t* out) {
+  const __m512i m0 = _mm512_set1_epi64(0xD2511F53), m1 = _mm512_set1_epi64(0xCD9E8D57);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __mmask16 odd = 0xAAAA, even = 0x5555;
+  const auto up = static_cast<_MM_PERM_ENUM>(0xF5);    // words 1, 1, 3, 3: odd lanes to even
+  const auto down = static_cast<_MM_PERM_ENUM>(0xA0);  // words 0, 0, 2, 2: even lanes to odd
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const uint64_t c = first + static_cast<uint64_t>(i);
+    const __m512i c_lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(c)));
+    const __m512i c_hi = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(c >> 32)));
+    __m512i x0 = _mm512_add_epi32(c_lo, lane);  // counter c + j: low word, then the carry
+    __m512i x1 =
+        _mm512_mask_add_epi32(c_hi, _mm512_cmplt_epu32_mask(x0, c_lo), c_hi, _mm512_set1_epi32(1));
+    __m512i x2 = _mm512_setzero_si512(), x3 = _mm512_setzero_si512();
+    auto k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      const __m512i p0_even = _mm512_mul_epu32(x0, m0);
+      const __m512i p0_odd = _mm512_mul_epu32(_mm512_shuffle_epi32(x0, up), m0);
+      const __m512i p1_even = _mm512_mul_epu32(x2, m1);
+      const __m512i p1_odd = _mm512_mul_epu32(_mm512_shuffle_epi32(x2, up), m1);
+      const __m512i hi0 = _mm512_mask_shuffle_epi32(p0_odd, even, p0_even, up);
+      const __m512i lo0 = _mm512_mask_shuffle_epi32(p0_even, odd, p0_odd, down);
+      const __m512i hi1 = _mm512_mask_shuffle_epi32(p1_odd, even, p1_even, up);
+      const __m512i lo1 = _mm512_mask_shuffle_epi32(p1_even, odd, p1_odd, down);
+      x0 = _mm512_ternarylogic_epi32(hi1, x1, _mm512_set1_epi32(static_cast<int>(k0)), 0x96);
+      x1 = lo1;
+      x2 = _mm512_ternarylogic_epi32(hi0, x3, _mm512_set1_epi32(static_cast<int>(k1)), 0x96);
+      x3 = lo0;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    // Transpose to block order: out[4 j + w] = word w of counter c + j.
+    const __m512i a01_lo = _mm512_unpacklo_epi32(x0, x1), a01_hi = _mm512_unpackhi_epi32(x0, x1);
+    const __m512i a23_lo = _mm512_unpacklo_epi32(x2, x3), a23_hi = _mm512_unpackhi_epi32(x2, x3);
+    // b0 holds blocks 0 4 8 12 (one per 128-bit lane), b1 1 5 9 13, b2 2 6 10 14, b3 3 7 11 15.
+    const __m512i b0 = _mm512_unpacklo_epi64(a01_lo, a23_lo);
+    const __m512i b1 = _mm512_unpackhi_epi64(a01_lo, a23_lo);
+    const __m512i b2 = _mm512_unpacklo_epi64(a01_hi, a23_hi);
+    const __m512i b3 = _mm512_unpackhi_epi64(a01_hi, a23_hi);
+    const __m512i t0 = _mm512_shuffle_i32x4(b0, b1, 0x44), t1 = _mm512_shuffle_i32x4(b2, b3, 0x44);
+    const __m512i t2 = _mm512_shuffle_i32x4(b0, b1, 0xEE), t3 = _mm512_shuffle_i32x4(b2, b3, 0xEE);
+    uint32_t* o = out + 4 * i;
+    _mm512_storeu_si512(o, _mm512_shuffle_i32x4(t0, t1, 0x88));       // blocks 0-3
+    _mm512_storeu_si512(o + 16, _mm512_shuffle_i32x4(t0, t1, 0xDD));  // 4-7
+    _mm512_storeu_si512(o + 32, _mm512_shuffle_i32x4(t2, t3, 0x88));  // 8-11
+    _mm512_storeu_si512(o + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));  // 12-15
+  }
+  return i;
+}
+#pragma GCC diagnostic pop
+
+bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+std::array<uint32_t, 4> Generator::block(uint64_t c) const {
+  uint32_t x0 = static_cast<uint32_t>(c), x1 = static_cast<uint32_t>(c >> 32), x2 = 0, x3 = 0;
+  philox10(x0, x1, x2, x3, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
+  return {x0, x1, x2, x3};
+}
+
+void Generator::blocks(uint64_t first, int64_t n, uint32_t* out) const {
+  int64_t done = 0;
+#if defined(__x86_64__)
+  if (n >= 16 && has_avx512()) done = blocks_avx512(seed_, first, n, out);
+#endif
+  blocks_portable(seed_, first + static_cast<uint64_t>(done), n - done, out + 4 * done);
 }
 
 uint64_t Generator::bits64(uint64_t c) const {

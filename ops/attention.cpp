@@ -8,6 +8,10 @@
 //   query tile): P = exp(s - lse), dV += (P Z)^T dO, dP = (dO V^T) Z, dS = P (dP - D),
 //   dQ += scale dS K, dK += scale dS^T Q.
 // Only score tiles of kQueryTile x kKeyTile live at a time, so memory is linear in L and S.
+// Every operand, inputs and results alike, is read or written in place through its strides: the
+// output and dq, dk, dv are laid out in memory like q, q, k, v. For heads split off a projection,
+// (B, H, L, d) views of (B, L, H, d) memory, the output then merges back into (B, L, E) as a
+// free view, and the gradients reach the projection without a copy.
 #include "ops/attention.h"
 
 #include <fmt/format.h>
@@ -75,6 +79,42 @@ int64_t row_stride(const Tensor& t) {
   return t.size(-2) <= 1 ? std::max<int64_t>(t.size(-1), 1) : t.stride(-2);
 }
 
+// A new tensor of `shape` whose dims lie in memory in the order of t's strides, the last dim
+// innermost (ties keep the dim order): a result "like" t, as PyTorch's preserve_format gives.
+Tensor empty_in_layout_of(const Tensor& t, const Shape& shape) {
+  const int64_t nd = t.dim();
+  std::vector<int64_t> order(static_cast<size_t>(nd - 1));
+  for (int64_t d = 0; d < nd - 1; ++d) order[static_cast<size_t>(d)] = d;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  order.push_back(nd - 1);
+  Shape physical, inverse(static_cast<size_t>(nd));
+  for (size_t i = 0; i < order.size(); ++i) {
+    physical.push_back(shape[static_cast<size_t>(order[i])]);
+    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  return empty(physical, t.dtype()).permute(inverse);
+}
+
+// The N matrices (..., rows, cols) of an operand: element offsets of each leading-dim slice and
+// the row stride (columns have unit stride).
+template <class P>
+struct Matrices {
+  P base;
+  std::vector<int64_t> off;
+  int64_t ld;
+  P at(int64_t n) const { return base + off[static_cast<size_t>(n)]; }
+};
+
+template <class T>
+Matrices<const T*> readable(const Tensor& t, int64_t N) {
+  return {t.data_ptr<T>(), slice_offsets(t, N), row_stride(t)};
+}
+template <class T>
+Matrices<T*> writable(Tensor& t, int64_t N) {
+  return {t.data_ptr<T>(), slice_offsets(t, N), row_stride(t)};
+}
+
 // The mask broadcast to (..., L, S) and read in place through its strides.
 struct MaskView {
   enum class Kind { None, Keep, Additive } kind = Kind::None;
@@ -116,9 +156,7 @@ void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
 // Pointers of one call, per dtype.
 template <class T>
 struct Operands {
-  const T *q, *k, *v;
-  int64_t q_ld, k_ld, v_ld;
-  std::vector<int64_t> q_off, k_off, v_off;
+  Matrices<const T*> q, k, v;
   MaskView mask;
 };
 
@@ -128,11 +166,8 @@ Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   Shape full(q.shape().begin(), q.shape().end() - 2);
   full.push_back(pr.L);
   full.push_back(pr.S);
-  return {q.data_ptr<T>(),        k.data_ptr<T>(),
-          v.data_ptr<T>(),        row_stride(q),
-          row_stride(k),          row_stride(v),
-          slice_offsets(q, pr.N), slice_offsets(k, pr.N),
-          slice_offsets(v, pr.N), mask_view(mask, full, pr.N)};
+  return {readable<T>(q, pr.N), readable<T>(k, pr.N), readable<T>(v, pr.N),
+          mask_view(mask, full, pr.N)};
 }
 
 // Scores of rows [i0, i0 + rows) and keys [j0, j0 + cols) of head n into s (row stride kKeyTile):
@@ -141,9 +176,8 @@ template <class T>
 void score_tile(const Operands<T>& op, const Problem& pr, int64_t n, int64_t i0, int64_t rows,
                 int64_t j0, int64_t cols, T* s) {
   const auto nn = static_cast<size_t>(n);
-  tile_gemm<T>(false, true, rows, cols, pr.E, static_cast<T>(pr.scale),
-               op.q + op.q_off[nn] + i0 * op.q_ld, op.q_ld, op.k + op.k_off[nn] + j0 * op.k_ld,
-               op.k_ld, T(0), s, kKeyTile);
+  tile_gemm<T>(false, true, rows, cols, pr.E, static_cast<T>(pr.scale), op.q.at(n) + i0 * op.q.ld,
+               op.q.ld, op.k.at(n) + j0 * op.k.ld, op.k.ld, T(0), s, kKeyTile);
   const MaskView& m = op.mask;
   for (int64_t r = 0; r < rows; ++r) {
     T* sr = s + r * kKeyTile;
@@ -190,7 +224,7 @@ void dropout_tile(const Problem& pr, int64_t n, int64_t i0, int64_t rows, int64_
 }
 
 template <class T>
-void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
+void forward_kernel(const Operands<T>& op, const Problem& pr, const Matrices<T*>& out, T* lse) {
   const int64_t tiles = (pr.L + kQueryTile - 1) / kQueryTile;
   const int64_t cost = kQueryTile * pr.S * (pr.E + pr.Ev + 8);
   parallel_for(pr.N * tiles, cost, [&](int64_t b, int64_t e) {
@@ -201,8 +235,9 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t n = t / tiles, i0 = (t % tiles) * kQueryTile;
       const int64_t rows = std::min(kQueryTile, pr.L - i0);
-      T* acc = out + (n * pr.L + i0) * pr.Ev;
-      std::fill(acc, acc + rows * pr.Ev, T(0));
+      const int64_t ld = out.ld;
+      T* acc = out.at(n) + i0 * ld;
+      for (int64_t r = 0; r < rows; ++r) std::fill(acc + r * ld, acc + r * ld + pr.Ev, T(0));
       std::fill(row_max.begin(), row_max.end(), kNegInf<T>);
       std::fill(row_sum.begin(), row_sum.end(), 0.0);
       // Causal: the last row of the tile sees keys up to i0 + rows - 1.
@@ -228,7 +263,7 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
           const T alpha = vec_math::exp_t<T>(row_max[r] - m_new);
           row_sum[r] = row_sum[r] * static_cast<double>(alpha) + sum;
           if (alpha != T(1))
-            for (int64_t c = 0; c < pr.Ev; ++c) acc[r * pr.Ev + c] *= alpha;
+            for (int64_t c = 0; c < pr.Ev; ++c) acc[r * ld + c] *= alpha;
           row_max[r] = m_new;
           if (pr.p > 0) {
             const T* zr = z.data() + r * kKeyTile;
@@ -236,11 +271,10 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
           }
         }
         tile_gemm<T>(false, false, rows, pr.Ev, cols, T(1), s.data(), kKeyTile,
-                     op.v + op.v_off[static_cast<size_t>(n)] + j0 * op.v_ld, op.v_ld, T(1), acc,
-                     pr.Ev);
+                     op.v.at(n) + j0 * op.v.ld, op.v.ld, T(1), acc, ld);
       }
       for (int64_t r = 0; r < rows; ++r) {
-        T* o = acc + r * pr.Ev;
+        T* o = acc + r * ld;
         if (row_sum[r] > 0) {
           const T inv = static_cast<T>(1.0 / row_sum[r]);
           for (int64_t c = 0; c < pr.Ev; ++c) o[c] *= inv;
@@ -254,10 +288,12 @@ void forward_kernel(const Operands<T>& op, const Problem& pr, T* out, T* lse) {
   });
 }
 
-// Gradients of one call, contiguous, in the shapes (N, L, E), (N, S, E), (N, S, Ev).
+// Gradients of one call, (N, L, E), (N, S, E), (N, S, Ev) through their strides; each head's
+// are zeroed here, just before they are summed into.
 template <class T>
-void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, const T* lse,
-                     const T* dout, T* dq, T* dk, T* dv) {
+void backward_kernel(const Operands<T>& op, const Problem& pr, const Matrices<const T*>& out,
+                     const T* lse, const Matrices<const T*>& dout, const Matrices<T*>& dq,
+                     const Matrices<T*>& dk, const Matrices<T*>& dv) {
   const int64_t cost = pr.L * pr.S * (2 * pr.E + 2 * pr.Ev + 16);
   parallel_for(pr.N, cost, [&](int64_t b, int64_t e) {
     constexpr int64_t kTile = kQueryTile * kKeyTile;
@@ -265,21 +301,26 @@ void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, con
     std::vector<T> delta(static_cast<size_t>(pr.L));
     std::vector<uint32_t> words(pr.p > 0 ? kTile + 8 : 0);
     for (int64_t n = b; n < e; ++n) {
-      const auto nn = static_cast<size_t>(n);
-      const T* q = op.q + op.q_off[nn];
-      const T* k = op.k + op.k_off[nn];
-      const T* v = op.v + op.v_off[nn];
-      const T* o = out + n * pr.L * pr.Ev;
-      const T* g = dout + n * pr.L * pr.Ev;
+      const T* q = op.q.at(n);
+      const T* k = op.k.at(n);
+      const T* v = op.v.at(n);
+      const T* o = out.at(n);
+      const T* g = dout.at(n);
       const T* lse_n = lse + n * pr.L;
-      T* dq_n = dq + n * pr.L * pr.E;
-      T* dk_n = dk + n * pr.S * pr.E;
-      T* dv_n = dv + n * pr.S * pr.Ev;
+      T* dq_n = dq.at(n);
+      T* dk_n = dk.at(n);
+      T* dv_n = dv.at(n);
+      for (int64_t i = 0; i < pr.L; ++i) std::fill(dq_n + i * dq.ld, dq_n + i * dq.ld + pr.E, T(0));
+      for (int64_t j = 0; j < pr.S; ++j) {
+        std::fill(dk_n + j * dk.ld, dk_n + j * dk.ld + pr.E, T(0));
+        std::fill(dv_n + j * dv.ld, dv_n + j * dv.ld + pr.Ev, T(0));
+      }
       for (int64_t i = 0; i < pr.L; ++i) {
+        const T* gi = g + i * dout.ld;
+        const T* oi = o + i * out.ld;
         double acc = 0;
 #pragma omp simd reduction(+ : acc)
-        for (int64_t c = 0; c < pr.Ev; ++c)
-          acc += static_cast<double>(g[i * pr.Ev + c] * o[i * pr.Ev + c]);
+        for (int64_t c = 0; c < pr.Ev; ++c) acc += static_cast<double>(gi[c] * oi[c]);
         delta[static_cast<size_t>(i)] = static_cast<T>(acc);
       }
       const T scale = static_cast<T>(pr.scale);
@@ -305,10 +346,10 @@ void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, con
             }
           }
           const T* weights = pr.p > 0 ? pz.data() : p.data();  // what multiplied V
-          tile_gemm<T>(true, false, cols, pr.Ev, rows, T(1), weights, kKeyTile, g + i0 * pr.Ev,
-                       pr.Ev, T(1), dv_n + j0 * pr.Ev, pr.Ev);
-          tile_gemm<T>(false, true, rows, cols, pr.Ev, T(1), g + i0 * pr.Ev, pr.Ev,
-                       v + j0 * op.v_ld, op.v_ld, T(0), dp.data(), kKeyTile);
+          tile_gemm<T>(true, false, cols, pr.Ev, rows, T(1), weights, kKeyTile, g + i0 * dout.ld,
+                       dout.ld, T(1), dv_n + j0 * dv.ld, dv.ld);
+          tile_gemm<T>(false, true, rows, cols, pr.Ev, T(1), g + i0 * dout.ld, dout.ld,
+                       v + j0 * op.v.ld, op.v.ld, T(0), dp.data(), kKeyTile);
           for (int64_t r = 0; r < rows; ++r) {
             const T* __restrict pr_row = p.data() + r * kKeyTile;
             T* __restrict ds = dp.data() + r * kKeyTile;
@@ -320,10 +361,10 @@ void backward_kernel(const Operands<T>& op, const Problem& pr, const T* out, con
               for (int64_t c = 0; c < cols; ++c) ds[c] = pr_row[c] * (ds[c] - d);
             }
           }
-          tile_gemm<T>(false, false, rows, pr.E, cols, scale, dp.data(), kKeyTile, k + j0 * op.k_ld,
-                       op.k_ld, T(1), dq_n + i0 * pr.E, pr.E);
-          tile_gemm<T>(true, false, cols, pr.E, rows, scale, dp.data(), kKeyTile, q + i0 * op.q_ld,
-                       op.q_ld, T(1), dk_n + j0 * pr.E, pr.E);
+          tile_gemm<T>(false, false, rows, pr.E, cols, scale, dp.data(), kKeyTile, k + j0 * op.k.ld,
+                       op.k.ld, T(1), dq_n + i0 * dq.ld, dq.ld);
+          tile_gemm<T>(true, false, cols, pr.E, rows, scale, dp.data(), kKeyTile, q + i0 * op.q.ld,
+                       op.q.ld, T(1), dk_n + j0 * dk.ld, dk.ld);
         }
       }
     }
@@ -369,14 +410,15 @@ struct SdpaBackward final : Node {
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor qt = q.get(), kt = k.get(), vt = v.get(), m = mask.defined() ? mask.get() : Tensor();
     if (GradMode::enabled()) return composite_backward(qt, kt, vt, m, grad);
-    Tensor o = out.get(), l = lse.get(), g = grad.contiguous();
+    Tensor o = out.get(), l = lse.get(), g = gemm_ready(grad);
     Tensor qr = gemm_ready(qt.detach()), kr = gemm_ready(kt.detach()), vr = gemm_ready(vt.detach());
-    Tensor dq = zeros(qt.shape(), qt.dtype()), dk = zeros(kt.shape(), kt.dtype());
-    Tensor dv = zeros(vt.shape(), vt.dtype());
+    Tensor dq = empty_in_layout_of(qr, qr.shape()), dk = empty_in_layout_of(kr, kr.shape());
+    Tensor dv = empty_in_layout_of(vr, vr.shape());
     dispatch_float(qt.dtype(), kOp, [&](auto tag) {
       using T = decltype(tag);
-      backward_kernel<T>(operands<T>(qr, kr, vr, m, pr), pr, o.data_ptr<T>(), l.data_ptr<T>(),
-                         g.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>());
+      backward_kernel<T>(operands<T>(qr, kr, vr, m, pr), pr, readable<T>(o, pr.N), l.data_ptr<T>(),
+                         readable<T>(g, pr.N), writable<T>(dq, pr.N), writable<T>(dk, pr.N),
+                         writable<T>(dv, pr.N));
     });
     return {dq, dk, dv};
   }
@@ -458,10 +500,11 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   Tensor v = gemm_ready(v_in.detach());
   Shape out_shape(q.shape().begin(), q.shape().end() - 1);
   out_shape.push_back(pr.Ev);
-  Tensor out = empty(out_shape, q.dtype()), lse = empty({pr.N, pr.L}, q.dtype());
+  Tensor out = empty_in_layout_of(q, out_shape), lse = empty({pr.N, pr.L}, q.dtype());
   dispatch_float(q.dtype(), kOp, [&](auto tag) {
     using T = decltype(tag);
-    forward_kernel<T>(operands<T>(q, k, v, mask, pr), pr, out.data_ptr<T>(), lse.data_ptr<T>());
+    forward_kernel<T>(operands<T>(q, k, v, mask, pr), pr, writable<T>(out, pr.N),
+                      lse.data_ptr<T>());
   });
   if (auto node = make_node<SdpaBackward>({&q_in, &k_in, &v_in}, pr)) {
     // The inputs are saved as given (not the detached copies) so that create_graph reaches them.

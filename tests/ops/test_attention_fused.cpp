@@ -67,6 +67,10 @@ TEST_CASE("parity: scaled_dot_product_attention", "[ops][parity]") {
 TEST_CASE("scaled_dot_product_attention passes gradcheck", "[ops]") {
   Tensor qt = leaf({2, 4, 3}, 1).detach().mT().requires_grad_();  // (2, 3, 4), non-contiguous
   REQUIRE(!qt.is_contiguous());
+  // (B, H, L, d) heads of (B, L, H, d) memory: the output and dq are written in that layout.
+  auto heads = [](int64_t L, int64_t d, uint64_t seed) {
+    return leaf({2, L, 2, d}, seed).detach().permute({0, 2, 1, 3}).requires_grad_();
+  };
   Generator mask_gen(4);
   Tensor keep = lt(rand({2, 1, 5}, mask_gen), 0.7);
   Tensor additive = leaf({3, 5}, 9).detach();
@@ -78,6 +82,7 @@ TEST_CASE("scaled_dot_product_attention passes gradcheck", "[ops]") {
   std::vector<Case> cases = {
       {"4-D", {leaf({2, 2, 3, 4}, 1), leaf({2, 2, 5, 4}, 2), leaf({2, 2, 5, 3}, 3)}, {}},
       {"transposed q", {qt, leaf({2, 5, 4}, 2), leaf({2, 5, 2}, 3)}, {}},
+      {"head views", {heads(3, 4, 1), heads(5, 4, 2), heads(5, 3, 3)}, {.is_causal = true}},
       {"bool mask broadcast",
        {leaf({2, 3, 4}, 1), leaf({2, 5, 4}, 2), leaf({2, 5, 2}, 3)},
        {.attn_mask = keep}},
@@ -151,6 +156,8 @@ TEST_CASE("fused attention equals its composite twin", "[ops]") {
       Tensor yf = scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true});
       Tensor yc = scaled_dot_product_attention_composite(in[0], in[1], in[2], {.is_causal = true});
       CHECK_CLOSE(yf, yc, dt == kFloat64 ? 1e-12 : 2e-5, 0.0);
+      // The output lies in memory like q, so merging the heads back is a free view.
+      CHECK(yf.permute({0, 2, 1, 3}).is_contiguous());
       Tensor gout = randn(yf.shape(), g, dt);
       Tensor a = autograd::grad({yf}, {packed}, {gout})[0];
       Tensor b = autograd::grad({yc}, {packed}, {gout})[0];
