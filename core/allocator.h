@@ -4,11 +4,11 @@
 // freed blocks wait in per-size-class free lists and the next request of that class reuses one.
 //
 // Size classes: 64-byte multiples up to 1 KiB, then four classes per power of two (at most 25%
-// rounding waste). Blocks under 16 KiB go straight to malloc (glibc serves those fast and
-// fault-free) and over 32 MiB are not cached; a free block not reused while twice the
+// rounding waste). Blocks under 16 KiB wait in lock-free per-thread lists (at most 1 MiB per
+// class and thread); blocks over 32 MiB are not cached; a free block not reused while twice the
 // peak live bytes have been allocated goes back to the system; the cache holds at most
 // `cache_limit` bytes (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is
-// returned). Thread-safe.
+// returned; 0 turns both caches off). Thread-safe.
 // Under AddressSanitizer cached blocks are poisoned, so a use after free is still reported.
 #pragma once
 #include <cstddef>
@@ -36,7 +36,7 @@ void deallocate(void* ptr, size_t nbytes);
 
 AllocatorStats stats();
 void reset_peak();
-// Returns every cached free block to the system.
+// Returns every cached free block to the system (of the small blocks, the calling thread's).
 void empty_cache();
 // Bytes of free blocks the cache may hold; 0 turns caching off (and empties the cache).
 void set_cache_limit(size_t bytes);

@@ -237,8 +237,17 @@ struct SliceEmbedBackward final : Node {
 
 static Tensor slice_embed(const Tensor& g, const Shape& input_shape, int64_t dim, int64_t start,
                           int64_t step) {
-  Tensor y = zeros(input_shape, g.dtype());
-  int64_t len = g.shape()[static_cast<size_t>(dim)];
+  const int64_t len = g.shape()[static_cast<size_t>(dim)];
+  const int64_t n = input_shape[static_cast<size_t>(dim)];
+  Tensor y;
+  if (step == 1) {  // zero only what the window does not cover: each byte is written once
+    y = empty(input_shape, g.dtype());
+    Tensor yd = y.detach();
+    if (start > 0) yd.narrow(dim, 0, start).zero_();
+    if (start + len < n) yd.narrow(dim, start + len, n - start - len).zero_();
+  } else {
+    y = zeros(input_shape, g.dtype());
+  }
   Tensor window = y.detach().slice(dim, start, start + len * step, step);
   copy_kernel(window, g);
   if (auto node = make_node<SliceEmbedBackward>({&g}, dim, start, step, len)) set_history(y, node);

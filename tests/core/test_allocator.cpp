@@ -1,6 +1,8 @@
+#include <cstring>
 #include <thread>
 
 #include "core/allocator.h"
+
 #include "tests/helpers.h"
 
 using namespace nabla;
@@ -39,7 +41,32 @@ TEST_CASE("allocator: a freed block is reused by the next request of its class",
   CHECK(sum(z).item() == 0.0);
 }
 
-TEST_CASE("allocator: blocks under 16 KiB bypass the cache", "[core]") {
+TEST_CASE("allocator: blocks under 16 KiB are reused per thread, each by its own class", "[core]") {
+  // Every small size class: a freed block comes back for the same class and never for another.
+  std::vector<size_t> classes;
+  for (size_t n = 1; allocator::size_class(n) < (size_t{16} << 10);
+       n = allocator::size_class(n) + 1)
+    classes.push_back(allocator::size_class(n));
+  REQUIRE(classes.size() == 31);
+  for (size_t i = 0; i < classes.size(); ++i) {
+    INFO("class " << classes[i]);
+    void* p = allocator::allocate(classes[i]);
+    CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+    allocator::deallocate(p, classes[i]);
+    if (i + 1 < classes.size()) {
+      void* other = allocator::allocate(classes[i + 1]);
+      CHECK(other != p);
+      allocator::deallocate(other, classes[i + 1]);
+    }
+    void* again = allocator::allocate(classes[i]);
+    CHECK(again == p);
+    std::memset(again, 0xAB, classes[i]);  // the whole class is usable (ASan checks)
+    allocator::deallocate(again, classes[i]);
+  }
+  allocator::empty_cache();
+}
+
+TEST_CASE("allocator: blocks under 16 KiB bypass the shared cache", "[core]") {
   const auto before = allocator::stats();
   { Tensor small = empty({1000}); }  // 4,000 bytes
   const auto after = allocator::stats();
