@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <numbers>
+#include <type_traits>
 
 #include "ops/activation.h"
 #include "ops/vec_math.h"
@@ -31,7 +32,11 @@ template <GeluApproximate A, class T>
 // d gelu / dx
 template <GeluApproximate A, class T>
 [[gnu::always_inline]] inline T gelu_derivative(T x) {
-  if constexpr (A == GeluApproximate::None) {
+  if constexpr (A == GeluApproximate::None && std::is_same_v<T, float>) {
+    float gauss;  // exp(-z^2) = exp(-x^2 / 2) with z = x / sqrt(2): erf's own exp, reused
+    const float cdf = 0.5f * (1.0f + vec_math::erf_and_gauss(x * float(kSqrt1_2), gauss));
+    return cdf + x * float(kInvSqrt2Pi) * gauss;
+  } else if constexpr (A == GeluApproximate::None) {
     const T cdf = T(0.5) * (T(1) + vec_math::erf_t(x * T(kSqrt1_2)));
     const T pdf = T(kInvSqrt2Pi) * vec_math::exp_t(T(-0.5) * x * x);
     return cdf + x * pdf;

@@ -37,7 +37,9 @@ namespace nabla::vec_math {
 
 // erf(x) by Abramowitz and Stegun 7.1.26 (formula error < 1.5e-7; with float32 rounding the
 // measured absolute error is < 5e-7), the same formula PyTorch's vectorised CPU kernels use.
-[[gnu::always_inline]] inline float erf(float x) {
+// The formula needs exp(-x^2); it is handed back in `gauss` for callers that need it too
+// (GELU's derivative: one exp instead of two).
+[[gnu::always_inline]] inline float erf_and_gauss(float x, float& gauss) {
   const float ax = std::fabs(x);
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float p = 1.061405429f;
@@ -45,8 +47,13 @@ namespace nabla::vec_math {
   p = p * t + 1.421413741f;
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
-  const float y = 1.0f - p * t * vec_math::exp(-ax * ax);
+  gauss = vec_math::exp(-ax * ax);
+  const float y = 1.0f - p * t * gauss;
   return std::copysign(y, x);
+}
+[[gnu::always_inline]] inline float erf(float x) {
+  float gauss;
+  return erf_and_gauss(x, gauss);
 }
 
 // In T's own precision: the versions above for float32, libm's for float64.
