@@ -22,6 +22,13 @@ namespace nabla::nn {
 // length, H heads. Bool masks: true = this position may NOT be attended (PyTorch's convention);
 // float masks are added to the attention logits (-inf masks a position). A query row whose keys
 // are all masked gets all-zero weights (PyTorch gives NaN there) and zero gradients.
+// How the weights are computed when need_weights is false. Auto: the fused flash-style kernel
+// (memory linear in the length), except without grad mode when the weights are small
+// (L * S <= kMaterializeMaxScores): there materialising them is faster and nothing is kept.
+// The results are the same either way.
+enum class AttentionPath { Auto, Fused, Materialized };
+inline constexpr int64_t kMaterializeMaxScores = 64 * 64;
+
 struct MhaOptions {
   Tensor key_padding_mask{};  // (B, S) (or (S) unbatched): bool, or float additive
   Tensor attn_mask{};         // (L, S) or (B*H, L, S): bool, or float additive
@@ -29,6 +36,7 @@ struct MhaOptions {
   bool need_weights = true;
   bool average_attn_weights = true;  // weights (B, L, S) averaged over heads, else (B, H, L, S)
   Tensor valid_lens{};               // int64 (B,) or (B, L): keys k >= valid_len are masked (d2l)
+  AttentionPath path = AttentionPath::Auto;  // ignored when need_weights (weights materialised)
 };
 
 struct MhaOutput {

@@ -239,6 +239,7 @@ TEST_CASE("MultiheadAttention: the fused path (need_weights off) equals the weig
       m->set_generator(g);
       nn::MhaOptions with = base, without = base;
       without.need_weights = false;
+      without.path = nn::AttentionPath::Fused;  // these lengths would materialise by default
       Tensor a = m->forward(q, k, v, with).output;
       g.manual_seed(11);
       Tensor b = m->forward(q, k, v, without).output;
@@ -249,6 +250,27 @@ TEST_CASE("MultiheadAttention: the fused path (need_weights off) equals the weig
       for (size_t i = 0; i < ga.size(); ++i) CHECK_CLOSE(gb[i], ga[i], 1e-11, 0);
     }
   }
+}
+
+TEST_CASE("MultiheadAttention: short sequences materialise in inference only", "[nn]") {
+  // Memory tells the paths apart: the fused kernel never allocates the (B, H, L, S) weights.
+  const int64_t B = 2, E = 8, H = 2;
+  auto m = std::make_shared<nn::MultiheadAttention>(E, H, 0.0, true, 0, 0, true);
+  auto weights_allocated = [&](int64_t T, nn::AttentionPath path, bool grad) {
+    Tensor x = randn({B, T, E});
+    allocator::reset_peak();
+    const size_t before = allocator::stats().allocated_bytes;
+    EnableGradGuard mode(grad);
+    Tensor y = m->forward(x, x, x, {.need_weights = false, .path = path}).output;
+    const size_t extra = allocator::stats().peak_allocated_bytes - before;
+    return extra >= static_cast<size_t>(B * H * T * T) * sizeof(float);
+  };
+  using nn::AttentionPath;
+  CHECK(weights_allocated(64, AttentionPath::Auto, false));   // 64 * 64 = kMaterializeMaxScores
+  CHECK(!weights_allocated(65, AttentionPath::Auto, false));  // just above: fused
+  CHECK(!weights_allocated(64, AttentionPath::Auto, true));   // training: fused
+  CHECK(!weights_allocated(64, AttentionPath::Fused, false));
+  CHECK(weights_allocated(300, AttentionPath::Materialized, true));
 }
 
 TEST_CASE("MultiheadAttention: attention weights", "[nn]") {
