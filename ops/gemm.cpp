@@ -45,8 +45,8 @@ void call_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
   }
 }
 
-// [begin, end) of part t of `total` in `parts` nearly equal, aligned pieces.
-std::pair<int64_t, int64_t> piece(int64_t total, int64_t parts, int64_t t) {
+// [begin, end) of part t of `total` in `parts` nearly equal, aligned blocks.
+std::pair<int64_t, int64_t> block(int64_t total, int64_t parts, int64_t t) {
   auto bound = [&](int64_t i) {
     if (i >= parts) return total;
     return std::min(total, total * i / parts / kBlockAlign * kBlockAlign);
@@ -54,38 +54,72 @@ std::pair<int64_t, int64_t> piece(int64_t total, int64_t parts, int64_t t) {
   return {bound(t), bound(t + 1)};
 }
 
-}  // namespace
-
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  for (int64_t v : {m, n, k, lda, ldb, ldc}) (void)to_blas(v);  // no throw inside the region
+// Runs piece(rows, p0, p1) for blocks of C: rows p0..p1 (rows = true) or columns p0..p1, one
+// block per thread when the product is worth splitting, else one block covering all rows.
+template <class F>
+void for_each_block(int64_t m, int64_t n, int64_t k, F&& piece) {
   const int64_t threads = num_threads();
   const bool split = threads > 1 && !omp_in_parallel() && 2 * m * n * k >= kMinSplitFlop &&
                      std::max(m, n) >= 2 * kBlockAlign * threads;
   if (!split) {  // inside a region OpenBLAS runs single-threaded
-    call_blas<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    piece(true, int64_t{0}, m);
     return;
   }
   const bool rows = m >= n;  // split the larger of M and N
 #pragma omp parallel num_threads(static_cast <int>(threads))
   {
-    const auto [p0, p1] = piece(rows ? m : n, omp_get_num_threads(), omp_get_thread_num());
-    if (p0 < p1) {
-      if (rows) {  // rows p0..p1 of op(A) and of C
-        const T* a_part = ta ? a + p0 : a + p0 * lda;
-        call_blas<T>(ta, tb, p1 - p0, n, k, alpha, a_part, lda, b, ldb, beta, c + p0 * ldc, ldc);
-      } else {  // columns p0..p1 of op(B) and of C
-        const T* b_part = tb ? b + p0 * ldb : b + p0;
-        call_blas<T>(ta, tb, m, p1 - p0, k, alpha, a, lda, b_part, ldb, beta, c + p0, ldc);
-      }
-    }
+    const auto [p0, p1] = block(rows ? m : n, omp_get_num_threads(), omp_get_thread_num());
+    if (p0 < p1) piece(rows, p0, p1);
   }
+}
+
+// op(A) restricted to rows p0..p1 (rows) or all of it; op(B) to columns p0..p1 or all of it.
+template <class T>
+void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc, bool rows, int64_t p0,
+                int64_t p1) {
+  if (rows) {
+    const T* a_part = ta ? a + p0 : a + p0 * lda;
+    call_blas<T>(ta, tb, p1 - p0, n, k, alpha, a_part, lda, b, ldb, beta, c + p0 * ldc, ldc);
+  } else {
+    const T* b_part = tb ? b + p0 * ldb : b + p0;
+    call_blas<T>(ta, tb, m, p1 - p0, k, alpha, a, lda, b_part, ldb, beta, c + p0, ldc);
+  }
+}
+
+void check_sizes(std::initializer_list<int64_t> sizes) {
+  for (int64_t v : sizes) (void)to_blas(v);  // here, so that nothing throws inside the region
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  check_sizes({m, n, k, lda, ldb, ldc});
+  for_each_block(m, n, k, [&](bool rows, int64_t p0, int64_t p1) {
+    gemm_block<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, rows, p0, p1);
+  });
+}
+
+template <class T>
+void gemm_onto_bias(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+                    const T* b, int64_t ldb, const T* bias, T* c, int64_t ldc) {
+  check_sizes({m, n, k, lda, ldb, ldc});
+  for_each_block(m, n, k, [&](bool rows, int64_t p0, int64_t p1) {
+    const int64_t r0 = rows ? p0 : 0, r1 = rows ? p1 : m, c0 = rows ? 0 : p0, c1 = rows ? n : p1;
+    for (int64_t r = r0; r < r1; ++r) std::copy(bias + c0, bias + c1, c + r * ldc + c0);
+    if (k > 0) gemm_block<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(1), c, ldc, rows, p0, p1);
+  });
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, int64_t, float, float*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t);
+template void gemm_onto_bias<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                                    const float*, int64_t, const float*, float*, int64_t);
+template void gemm_onto_bias<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+                                     const double*, int64_t, const double*, double*, int64_t);
 
 }  // namespace nabla::blas

@@ -45,7 +45,8 @@ struct LinearBackward final : Node {
 namespace {
 
 // y (M, out) = x2d W^T + b as one GEMM: y starts as copies of b and the GEMM adds into it
-// (beta = 1), so y is written twice instead of zeroed, written and then read again for the bias.
+// (beta = 1), so y is written twice instead of zeroed, written and then read again for the bias;
+// each thread fills the block of rows its GEMM then adds into (blas::gemm_onto_bias).
 Tensor linear_forward(const Tensor& x2d_in, const Tensor& weight_in, const Tensor& bias) {
   const int64_t M = x2d_in.size(0), in = x2d_in.size(1), out = weight_in.size(0);
   Tensor y = empty({M, out}, x2d_in.dtype());
@@ -60,21 +61,16 @@ Tensor linear_forward(const Tensor& x2d_in, const Tensor& weight_in, const Tenso
   dispatch_float(y.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
     T* yp = y.data_ptr<T>();
-    T beta = T(0);
     if (bias.defined()) {
       Tensor b = bias.detach().contiguous();
-      const T* bp = b.data_ptr<T>();
-      parallel_for(M, out, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) std::copy(bp, bp + out, yp + r * out);
-      });
-      beta = T(1);
+      blas::gemm_onto_bias<T>(false, true, M, out, in, x2d.data_ptr<T>(), x2d.stride(0),
+                              w.data_ptr<T>(), w.stride(0), b.data_ptr<T>(), yp, out);
+    } else if (in == 0) {
+      std::fill(yp, yp + M * out, T(0));
+    } else {
+      blas::gemm<T>(false, true, M, out, in, T(1), x2d.data_ptr<T>(), x2d.stride(0),
+                    w.data_ptr<T>(), w.stride(0), T(0), yp, out);
     }
-    if (in == 0) {
-      if (!bias.defined()) std::fill(yp, yp + M * out, T(0));
-      return;
-    }
-    blas::gemm<T>(false, true, M, out, in, T(1), x2d.data_ptr<T>(), x2d.stride(0), w.data_ptr<T>(),
-                  w.stride(0), beta, yp, out);
   });
   return y;
 }

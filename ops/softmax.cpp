@@ -71,9 +71,19 @@ void softmax_row(const T* __restrict x, T* __restrict y, int64_t n, int64_t stri
   } else {
     // Two loops (a map, then a sum) vectorise where the fused one does not.
     for (int64_t k = 0; k < n; ++k) y[k * st] = vec_math::exp_t<T>(x[k * st] - m);
+    T inv;
+    if constexpr (std::is_same_v<T, float>) {
+      // NOTE: float lanes, not double: the terms are in (0, 1] and one of them is 1, so each
+      // lane's partial sum loses at most n/16 ulp; double sums ran at half the vector width.
+      float sf = 0;
+#pragma omp simd reduction(+ : sf)
+      for (int64_t k = 0; k < n; ++k) sf += y[k * st];
+      inv = 1.0f / sf;
+    } else {
 #pragma omp simd reduction(+ : s)
-    for (int64_t k = 0; k < n; ++k) s += static_cast<double>(y[k * st]);
-    const T inv = static_cast<T>(1.0 / s);
+      for (int64_t k = 0; k < n; ++k) s += static_cast<double>(y[k * st]);
+      inv = static_cast<T>(1.0 / s);
+    }
     for (int64_t k = 0; k < n; ++k) y[k * st] *= inv;
   }
 }

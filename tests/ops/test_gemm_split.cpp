@@ -63,3 +63,33 @@ TEST_CASE("gemm split across threads equals a float64 reference", "[ops]") {
           check_case(c, ta, tb, threads);
         }
 }
+
+TEST_CASE("gemm_onto_bias: every row starts as the bias, split or not", "[ops]") {
+  // (m, n, k): split along M, along N, no split, and K = 0 (only the bias).
+  const std::vector<Case> cases = {{700, 48, 64}, {40, 1500, 64}, {5, 7, 3}, {300, 200, 0}};
+  for (const Case& c : cases)
+    for (int threads : {1, 2}) {
+      INFO(c.m << "x" << c.n << "x" << c.k << " threads " << threads);
+      Generator g(3);
+      const std::vector<float> a = randn({c.m * c.k}, g).to_vector<float>();
+      const std::vector<float> w = randn({c.n * c.k}, g).to_vector<float>();  // (n, k): B^T
+      const std::vector<float> bias = randn({c.n}, g).to_vector<float>();
+      std::vector<float> out(static_cast<size_t>(c.m * c.n), -7.0f);
+      const int prev = num_threads();
+      set_num_threads(threads);
+      blas::gemm_onto_bias<float>(false, true, c.m, c.n, c.k, a.data(), c.k, w.data(), c.k,
+                                  bias.data(), out.data(), c.n);
+      set_num_threads(prev);
+      double worst = 0;
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double want = bias[static_cast<size_t>(j)];
+          for (int64_t p = 0; p < c.k; ++p)
+            want +=
+                double(a[static_cast<size_t>(i * c.k + p)]) * w[static_cast<size_t>(j * c.k + p)];
+          worst = std::max(worst, std::abs(out[static_cast<size_t>(i * c.n + j)] - want) /
+                                      (1.0 + std::abs(want)));
+        }
+      CHECK(worst < 1e-4);
+    }
+}
