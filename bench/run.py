@@ -96,6 +96,7 @@ def benches():
         args = ["--config", config, "--mode", mode]
         out.append(Bench(name, ["bench_encoder", *args], ["encoder.py", *args]))
     out.append(Bench("vit_small", ["bench_vit"], ["vit.py"]))
+    out.append(Bench("cnn_small", ["bench_cnn"], ["cnn.py"]))
     return out
 
 

@@ -1,4 +1,8 @@
-// Threading: one knob (OMP_NUM_THREADS or set_num_threads) for our OpenMP loops and OpenBLAS.
+// Threading. num_threads() (OMP_NUM_THREADS or set_num_threads) fixes how work is split: a loop
+// runs as num_threads() parts whatever happens, so its result never depends on the load. How many
+// threads run those parts adapts: active_threads() drops to the cores that other processes leave
+// free (core/cpu_load.h), because OpenMP threads sharing a busy core wait for each other at every
+// barrier and a step then takes many times longer than on one thread.
 #pragma once
 #include <omp.h>
 
@@ -8,9 +12,14 @@
 
 namespace nabla {
 
-int num_threads();
+int num_threads();            // parts a parallel loop is split into
 void set_num_threads(int n);  // also sets OpenBLAS's pool
-std::string runtime_info();   // OpenBLAS config, core type, thread count
+int active_threads();         // threads that run those parts now, 1..num_threads()
+// Adaptive (the default) follows the free cores; off, active_threads() == num_threads().
+// NABLA_ADAPTIVE_THREADS=0 in the environment turns it off at start.
+void set_adaptive_threads(bool on);
+bool adaptive_threads();
+std::string runtime_info();  // OpenBLAS config, core type, thread counts and the load reading
 
 // Loops cheaper than this (elements x cost) run on one thread: below it, waking the pool costs
 // more than the work. Measured by bench/parallel_grain.cpp on the 2-core VM: a float exp loop
@@ -18,8 +27,21 @@ std::string runtime_info();   // OpenBLAS config, core type, thread count
 // barely gains on 2 threads at any size (0.83x below 64K elements, 1.0x above).
 inline constexpr int64_t kParallelGrain = 131072;
 
-// Runs f(begin, end) over [0, n) in contiguous chunks, in parallel when n * cost_per_item is
-// large and we are not already inside a parallel region. f must not throw.
+// Runs part(p) for p in [0, parts), spread over the active threads (in order on one thread when
+// only one is active). part must not throw.
+template <class F>
+void run_parts(int64_t parts, F&& part) {
+  const int threads = parts > 1 ? static_cast<int>(std::min<int64_t>(active_threads(), parts)) : 1;
+  if (threads <= 1) {
+    for (int64_t p = 0; p < parts; ++p) part(p);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  for (int64_t p = omp_get_thread_num(); p < parts; p += omp_get_num_threads()) part(p);
+}
+
+// Runs f(begin, end) over [0, n) in num_threads() contiguous chunks, in parallel when
+// n * cost_per_item is large and we are not already inside a parallel region. f must not throw.
 template <class F>
 void parallel_for(int64_t n, int64_t cost_per_item, F&& f) {
   if (n <= 0) return;
@@ -27,13 +49,12 @@ void parallel_for(int64_t n, int64_t cost_per_item, F&& f) {
     f(int64_t{0}, n);
     return;
   }
-#pragma omp parallel
-  {
-    int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    int64_t chunk = (n + nt - 1) / nt;
-    int64_t b = std::min(n, tid * chunk), e = std::min(n, b + chunk);
+  const int64_t parts = std::min<int64_t>(num_threads(), n);
+  const int64_t chunk = (n + parts - 1) / parts;
+  run_parts(parts, [&](int64_t p) {
+    const int64_t b = std::min(n, p * chunk), e = std::min(n, b + chunk);
     if (b < e) f(b, e);
-  }
+  });
 }
 
 }  // namespace nabla

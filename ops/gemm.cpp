@@ -54,8 +54,9 @@ std::pair<int64_t, int64_t> block(int64_t total, int64_t parts, int64_t t) {
   return {bound(t), bound(t + 1)};
 }
 
-// Runs piece(rows, p0, p1) for blocks of C: rows p0..p1 (rows = true) or columns p0..p1, one
-// block per thread when the product is worth splitting, else one block covering all rows.
+// Runs piece(rows, p0, p1) for blocks of C: rows p0..p1 (rows = true) or columns p0..p1,
+// num_threads() blocks (run by the active threads) when the product is worth splitting, else one
+// block covering all rows.
 template <class F>
 void for_each_block(int64_t m, int64_t n, int64_t k, F&& piece) {
   const int64_t threads = num_threads();
@@ -66,11 +67,10 @@ void for_each_block(int64_t m, int64_t n, int64_t k, F&& piece) {
     return;
   }
   const bool rows = m >= n;  // split the larger of M and N
-#pragma omp parallel num_threads(static_cast <int>(threads))
-  {
-    const auto [p0, p1] = block(rows ? m : n, omp_get_num_threads(), omp_get_thread_num());
+  run_parts(threads, [&](int64_t part) {
+    const auto [p0, p1] = block(rows ? m : n, threads, part);
     if (p0 < p1) piece(rows, p0, p1);
-  }
+  });
 }
 
 // op(A) restricted to rows p0..p1 (rows) or all of it; op(B) to columns p0..p1 or all of it.
