@@ -47,6 +47,7 @@ void report(const Timing& t, double base_rss_mb, const Fields& extra) {
   for (const auto& [k, v] : extra) line += fmt::format(" {}={}", k, v);
   fmt::print("{}\n", line);
   std::fflush(stdout);
+  fmt::print(stderr, "{}\n", runtime_info());  // what the adaptive thread count saw
 }
 
 std::vector<int64_t> parse_dims(const std::string& s) {

@@ -93,7 +93,7 @@ class Monitor {
 
   Reading reading() {
     std::lock_guard lock(mutex_);
-    return {allowed_, other_busy_, free_cores_.load(std::memory_order_relaxed)};
+    return {allowed_, other_busy_, free_cores_.load(std::memory_order_relaxed), measured_};
   }
 
  private:
@@ -112,6 +112,7 @@ class Monitor {
       const int current = free_cores_.load(std::memory_order_relaxed);
       free_cores_.store(free_cores_for_load(allowed_, other_busy_, current),
                         std::memory_order_relaxed);
+      measured_ = true;
     }
     previous_cpu_ = cpu;
     previous_self_ = self;
@@ -124,7 +125,7 @@ class Monitor {
   std::atomic<int64_t> next_sample_ns_{0};
   std::atomic<int> free_cores_{1};
   std::mutex mutex_;  // guards the previous reading below
-  bool have_previous_ = false;
+  bool have_previous_ = false, measured_ = false;
   CpuSeconds previous_cpu_;
   double previous_self_ = 0, previous_wall_ = 0, other_busy_ = 0;
 };
@@ -198,6 +199,7 @@ Reading last_reading() { return monitor().reading(); }
 
 std::string describe() {
   const Reading r = last_reading();
+  if (!r.measured) return fmt::format("{} allowed cores, load not measured yet", r.allowed);
   return fmt::format("{} allowed cores, other processes busy on {:.2f} of them, {} free", r.allowed,
                      r.other_busy, r.free_cores);
 }

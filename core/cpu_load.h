@@ -40,6 +40,7 @@ struct Reading {
   int allowed = 1;
   double other_busy = 0;  // cores, averaged over the last interval
   int free_cores = 1;     // free_cores_for_load's answer
+  bool measured = false;  // false until a whole interval has been sampled
 };
 
 // min(configured, the cores free now). Cheap (an atomic load) except once per

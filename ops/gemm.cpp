@@ -57,8 +57,19 @@ std::pair<int64_t, int64_t> block(int64_t total, int64_t parts, int64_t t) {
 // Runs piece(rows, p0, p1) for blocks of C: rows p0..p1 (rows = true) or columns p0..p1,
 // num_threads() blocks (run by the active threads) when the product is worth splitting, else one
 // block covering all rows.
+// OpenBLAS's OpenMP build threads a call made outside a parallel region by its own count, and
+// never raises that count again by itself once it is 1: keep it equal to the threads the load
+// leaves free, or a product run serially under load would wake a second thread on a busy core.
+void match_blas_threads() {
+  if (omp_in_parallel()) return;  // inside a region OpenBLAS runs single-threaded anyway
+  const int want = active_threads();
+  if (openblas_get_num_threads() != want || omp_get_max_threads() != want)
+    openblas_set_num_threads(want);
+}
+
 template <class F>
 void for_each_block(int64_t m, int64_t n, int64_t k, F&& piece) {
+  match_blas_threads();
   const int64_t threads = num_threads();
   const bool split = threads > 1 && !omp_in_parallel() && 2 * m * n * k >= kMinSplitFlop &&
                      std::max(m, n) >= 2 * kBlockAlign * threads;

@@ -1,5 +1,6 @@
 // The adaptive thread count: parsing the kernel's CPU counters, the load thresholds, and that the
 // result of a parallel loop does not depend on how many threads run its parts.
+#include <cblas.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -94,11 +95,13 @@ TEST_CASE("a training-sized product gives the same bits on 1 or 2 active threads
     fewest = std::min(fewest, active_threads());
   }
   Tensor c1 = matmul(a, b), s1 = softmax(x, -1), l1 = sum(x * x, {0});
+  const int blas_threads = openblas_get_num_threads();  // a serial part must not thread BLAS
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   set_num_threads(saved);
   INFO(runtime_info());
   CHECK(fewest == 1);
+  CHECK(blas_threads == 1);
   CHECK_CLOSE(c1, c2, 0.0, 0.0);  // bitwise: the parts are the same, only who runs them differs
   CHECK_CLOSE(s1, s2, 0.0, 0.0);
   CHECK_CLOSE(l1, l2, 0.0, 0.0);
