@@ -149,7 +149,7 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
 }
 
 // ----------------------------------------------------------------------------
-// ConcatLinearAttention (seed 001, rule 1) and ConcatTanhSumAttention (rule 2)
+// ConcatLinearAttention and ConcatTanhSumAttention: scores of the concatenation [q; k]
 //   Linear([q; k]) = W[:, :dq] q + (W[:, dq:] k + b): the two halves of the weight are applied
 //   separately and broadcast over (Q, K), so the (B, Q, K, dq + dk) concatenation is never built.
 
@@ -207,14 +207,15 @@ Tensor ConcatTanhSumAttention::forward(const Tensor& queries, const Tensor& keys
 }
 
 // ----------------------------------------------------------------------------
-// MyAtt (seed 001, section 3.2)
+// LocationBasedAttention (AttnDecoderRNN's attn and attn_combine)
 //   weights = softmax(attn([Q[0]; K[0]]))              (N, value_size1)
 //   applied = weights.unsqueeze(0) @ V                 (1, N, value_size2)
 //   output  = attn_combine([Q[0]; applied[0]]).unsqueeze(0)   (1, N, output_size)
 
-MyAtt::MyAtt(int64_t query_size, int64_t key_size, int64_t value_size1, int64_t value_size2,
-             int64_t output_size, DType dtype)
-    : Module("MyAtt"),
+LocationBasedAttention::LocationBasedAttention(int64_t query_size, int64_t key_size,
+                                               int64_t value_size1, int64_t value_size2,
+                                               int64_t output_size, DType dtype)
+    : Module("LocationBasedAttention"),
       query_size_(query_size),
       key_size_(key_size),
       value_size1_(value_size1),
@@ -226,16 +227,18 @@ MyAtt::MyAtt(int64_t query_size, int64_t key_size, int64_t value_size1, int64_t 
       "attn_combine", std::make_shared<Linear>(query_size + value_size2, output_size, true, dtype));
 }
 
-MyAtt::Result MyAtt::forward(const Tensor& Q, const Tensor& K, const Tensor& V) const {
-  // The seed reads Q[0], K[0] and multiplies by V with a batch of one; anything else in dim 0
-  // would be silently dropped there, so it is an error here.
+LocationBasedAttention::Result LocationBasedAttention::forward(const Tensor& Q, const Tensor& K,
+                                                               const Tensor& V) const {
+  // The tutorial's module reads Q[0], K[0] and multiplies by V with a batch of one; anything else
+  // in dim 0 would be silently dropped there, so it is an error here.
   const bool ok = Q.dim() == 3 && K.dim() == 3 && V.dim() == 3 && Q.size(0) == 1 &&
                   K.size(0) == 1 && V.size(0) == 1 && Q.size(1) == K.size(1) &&
                   Q.size(2) == query_size_ && K.size(2) == key_size_ && V.size(1) == value_size1_ &&
                   V.size(2) == value_size2_;
   if (!ok)
     throw ShapeError(
-        fmt::format("MyAtt: expected Q (1, N, {}), K (1, N, {}), V (1, {}, {}); got {}, {}, {}",
+        fmt::format("LocationBasedAttention: expected Q (1, N, {}), K (1, N, {}), V (1, {}, {}); "
+                    "got {}, {}, {}",
                     query_size_, key_size_, value_size1_, value_size2_, shape_str(Q.shape()),
                     shape_str(K.shape()), shape_str(V.shape())));
   Tensor q0 = Q.select(0, 0), k0 = K.select(0, 0);                       // (N, q), (N, k)

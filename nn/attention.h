@@ -1,12 +1,14 @@
-// Attention scoring modules (seeds 000, 001, 003; d2l 10.3). Each maps queries (B, Q, dq), keys
-// (B, K, dk) and values (B, K, dv) to (B, Q, dv): out = dropout(softmax(score(q, k))) @ values,
-// with masked keys removed from the softmax. Each keeps the weights of its last forward (before
-// dropout, detached) for inspection and heatmaps.
-//   AdditiveAttention        score = w_v . tanh(W_q q + W_k k)          (Bahdanau; dq != dk ok)
-//   DotProductAttention      score = q . k / sqrt(d)   (or q . k unscaled)
-//   ConcatLinearAttention    score = Linear([q; k])                      (seed 001, rule 1)
-//   ConcatTanhSumAttention   score = sum(tanh(Linear([q; k])))           (seed 001, rule 2)
-//   MyAtt                    seed 001's teaching module, reproduced exactly
+// Attention scoring modules (d2l 10.3, "Attention Scoring Functions"). Each maps queries
+// (B, Q, dq), keys (B, K, dk) and values (B, K, dv) to (B, Q, dv):
+// out = dropout(softmax(score(q, k))) @ values, with masked keys removed from the softmax. Each
+// keeps the weights of its last forward (before dropout, detached) for inspection and heatmaps.
+// The score(q, k) of each:
+//   AdditiveAttention       w_v . tanh(W_q q + W_k k)    Bahdanau et al. 2015; dq != dk ok
+//   DotProductAttention     q . k / sqrt(d), or q . k    Vaswani et al. 2017, section 3.2.1
+//   ConcatLinearAttention   Linear([q; k])               Luong et al. 2015's concat, no tanh
+//   ConcatTanhSumAttention  sum(tanh(Linear([q; k])))    Luong et al. 2015's concat, v_a = 1
+// LocationBasedAttention is the odd one out: its weights range over a fixed number of value slots
+// and come from [q; k] alone (Luong et al. 2015's location-based score).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -101,11 +103,12 @@ class DotProductAttention : public AttentionScorer {
   bool scaled_;
 };
 
-// Seed 001, rule 1: softmax(Linear([Q, K])) V with one score per (query, key) pair:
-// score = w . [q; k] + b, parameter linear.weight (1, dq + dk), linear.bias (1).
+// softmax(Linear([Q, K])) V with one score per (query, key) pair: score = w . [q; k] + b, a linear
+// score of the concatenation (Luong, Pham and Manning 2015, section 3.1's concat score without
+// its tanh); parameter linear.weight (1, dq + dk), linear.bias (1).
 // NOTE: softmax is shift-invariant along the keys, so the query's term w_q . q + b is the same for
 // every key and cancels: the weights depend on the keys only, and queries get no gradient. That is
-// what rule 1 means read pair by pair; seed 001's own code (MyAtt) instead maps one [q; k] to a
+// what this score means read pair by pair; LocationBasedAttention instead maps one [q; k] to a
 // fixed number of scores at once.
 class ConcatLinearAttention : public AttentionScorer {
  public:
@@ -124,9 +127,10 @@ class ConcatLinearAttention : public AttentionScorer {
   std::shared_ptr<Linear> linear_;
 };
 
-// Seed 001, rule 2: softmax(sum(tanh(Linear([Q, K])))) V, per pair: score = sum_h tanh(W [q; k] +
-// b)_h, parameters linear.weight (h, dq + dk), linear.bias (h). (Additive attention with w_v fixed
-// to ones and a bias.)
+// softmax(sum(tanh(Linear([Q, K])))) V, per pair: score = sum_h tanh(W [q; k] + b)_h, parameters
+// linear.weight (h, dq + dk), linear.bias (h): Luong et al. 2015's concat score
+// v_a . tanh(W_a [q; k]) with v_a fixed to ones and a bias, i.e. additive attention (d2l 10.3.3)
+// with w_v = 1.
 class ConcatTanhSumAttention : public AttentionScorer {
  public:
   ConcatTanhSumAttention(int64_t query_size, int64_t key_size, int64_t num_hiddens,
@@ -144,18 +148,22 @@ class ConcatTanhSumAttention : public AttentionScorer {
   std::shared_ptr<Linear> linear_;
 };
 
-// Seed 001's MyAtt, line for line: attn = Linear(query_size + key_size, value_size1) turns [q; k]
-// into value_size1 scores at once; attn_combine = Linear(query_size + value_size2, output_size).
+// Location-based attention with an output layer, as in the attention decoder (AttnDecoderRNN) of
+// PyTorch's tutorial "NLP From Scratch: Translation with a Sequence to Sequence Network and
+// Attention": attn = Linear(query_size + key_size, value_size1) turns [q; k] into weights over
+// value_size1 fixed slots of V at once, without comparing q to the values (Luong, Pham and
+// Manning 2015, section 3.1: a = softmax(W_a h)); attn_combine = Linear(query_size + value_size2,
+// output_size) joins the query and the weighted values.
 //   Q (1, N, query_size), K (1, N, key_size), V (1, value_size1, value_size2)
-//   -> output (1, N, output_size), weights (N, value_size1). The seed uses N = 1.
-class MyAtt : public Module {
+//   -> output (1, N, output_size), weights (N, value_size1). The tutorial uses N = 1.
+class LocationBasedAttention : public Module {
  public:
   struct Result {
     Tensor output;   // (1, N, output_size)
     Tensor weights;  // (N, value_size1), with history
   };
-  MyAtt(int64_t query_size, int64_t key_size, int64_t value_size1, int64_t value_size2,
-        int64_t output_size, DType dtype = kFloat32);
+  LocationBasedAttention(int64_t query_size, int64_t key_size, int64_t value_size1,
+                         int64_t value_size2, int64_t output_size, DType dtype = kFloat32);
   Result forward(const Tensor& Q, const Tensor& K, const Tensor& V) const;
   Result operator()(const Tensor& Q, const Tensor& K, const Tensor& V) const {
     return forward(Q, K, V);

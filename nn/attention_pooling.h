@@ -1,6 +1,6 @@
-// Nadaraya-Watson attention pooling (seed 003, d2l 10.2): the prediction at a query x is an
-// average of the training targets y_i weighted by a Gaussian kernel on the distance to the
-// training inputs x_i (the keys):
+// Nadaraya-Watson attention pooling (Nadaraya 1964, Watson 1964; d2l 10.2): the prediction at a
+// query x is an average of the training targets y_i weighted by a Gaussian kernel on the distance
+// to the training inputs x_i (the keys):
 //   NadarayaWatson        f(x) = sum_i softmax_i(-(x - x_i)^2 / 2) y_i            (no parameters)
 //   NWKernelRegression    f(x) = sum_i softmax_i(-((x - x_i) w)^2 / 2) y_i        (learnable w)
 // Shapes: queries (Q,); keys and values (K,) shared by every query, or (Q, K) one row per query

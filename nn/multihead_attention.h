@@ -2,7 +2,7 @@
 // mask semantics) plus d2l-style valid_lens masking. Every head runs as one batched matmul over a
 // (B, H, L, d) view of the projections; all masks are merged into one masked_softmax call.
 //
-// d2l / seed 003 write multi-head attention with four Linear layers W_q, W_k, W_v, W_o (E -> E).
+// d2l 10.5 writes multi-head attention with four Linear layers W_q, W_k, W_v, W_o (E -> E).
 // Here they are the three row blocks of in_proj_weight (3E, E) and out_proj:
 //   W_q.weight = in_proj_weight[0:E],  W_k.weight = in_proj_weight[E:2E],
 //   W_v.weight = in_proj_weight[2E:3E], W_o = out_proj   (biases: in_proj_bias likewise).

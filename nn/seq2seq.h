@@ -1,4 +1,4 @@
-// Bahdanau-attention sequence to sequence (seed 001 section 2, d2l 10.4): a GRU encoder, and a
+// Bahdanau-attention sequence to sequence (Bahdanau et al. 2015; d2l 10.4): a GRU encoder, and a
 // GRU decoder that at every step attends over all encoder outputs with its top hidden state as
 // the query (AdditiveAttention, masked by the source valid lengths) and feeds the context, joined
 // with the embedded input token, to its GRU. Module and parameter names follow d2l, so a d2l

@@ -1,6 +1,6 @@
-// Nadaraya-Watson attention pooling (seed 004, d2l 10.2): predict y at a query x as a
-// softmax-weighted average of training targets, the weights coming from how close x is to each
-// training input (the keys).
+// Nadaraya-Watson attention pooling (Nadaraya 1964, Watson 1964; d2l 10.2, "Attention Pooling:
+// Nadaraya-Watson Kernel Regression"): predict y at a query x as a softmax-weighted average of
+// training targets, the weights coming from how close x is to each training input (the keys).
 //   non-parametric:  f(x) = sum_i softmax(-(x - x_i)^2 / 2) y_i
 //   parametric:      f(x) = sum_i softmax(-((x - x_i) w)^2 / 2) y_i,  w learned by SGD
 // Trains w on noisy samples of y = 2 sin(x) + x^0.8 and prints the falling loss and the fit
@@ -37,6 +37,52 @@ Tensor pool(const Tensor& queries, const Tensor& keys, const Tensor& values, con
   return sum(mul(attention, values), {-1});
 }
 
+// d2l's toy data: training inputs sorted uniform samples on [0, 5), targets with N(0, 0.5^2)
+// noise; a clean test grid 0, 0.1, 0.2, ...
+struct ToyData {
+  std::vector<double> xs, ys, test_x, test_y;
+};
+
+ToyData make_data(uint64_t seed, int64_t n_train, int64_t n_test) {
+  Generator gen(seed);
+  ToyData d;
+  d.xs = rand({n_train}, gen, kFloat64).to_vector<double>();
+  for (double& x : d.xs) x *= 5;
+  std::sort(d.xs.begin(), d.xs.end());
+  const std::vector<double> noise = randn({n_train}, gen, kFloat64).to_vector<double>();
+  d.ys.resize(d.xs.size());
+  for (size_t i = 0; i < d.xs.size(); ++i) d.ys[i] = truth(d.xs[i]) + 0.5 * noise[i];
+  for (int64_t i = 0; i < n_test; ++i) {
+    d.test_x.push_back(0.1 * static_cast<double>(i));
+    d.test_y.push_back(truth(d.test_x.back()));
+  }
+  return d;
+}
+
+// The two fits against the truth (fit.png), and the parametric attention matrix (attention.png;
+// rows: test queries, columns: training keys sorted by x; a sharp diagonal = local averaging).
+void save_figures(const std::string& out_dir, const ToyData& d,
+                  const std::vector<double>& fit_nonparametric,
+                  const std::vector<double>& fit_parametric, const Tensor& w) {
+  viz::Series truth_s{"truth", d.test_x, d.test_y, viz::kPalette[0]};
+  viz::Series np_s{"non-parametric", d.test_x, fit_nonparametric, viz::kPalette[1]};
+  viz::Series p_s{"parametric", d.test_x, fit_parametric, viz::kPalette[2]};
+  viz::Series data_s{"training data", d.xs, d.ys, viz::kPalette[3], true};
+  data_s.color = {150, 150, 150};
+  data_s.lines = false;
+  viz::line_plot(out_dir + "/fit.png", {truth_s, np_s, p_s, data_s},
+                 {"Nadaraya-Watson attention pooling", "x", "y"});
+  NoGradGuard no_grad;
+  const auto n_test = static_cast<int64_t>(d.test_x.size()),
+             n_train = static_cast<int64_t>(d.xs.size());
+  const Tensor x_test = from_vector(d.test_x, {n_test}), x_train = from_vector(d.xs, {n_train});
+  Tensor diff = mul(sub(x_test.unsqueeze(1), x_train.expand({n_test, n_train})), w);
+  Tensor attn = softmax_last(mul(mul(diff, diff), -0.5));
+  viz::heatmap(out_dir + "/attention.png",
+               viz::matrix_rows(attn.to_vector<double>(), d.test_x.size(), d.xs.size()),
+               "attention weights (queries x keys)");
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -54,28 +100,17 @@ int run(int argc, char** argv) {
 
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n_train = 50, n_test = 50;
-  Generator gen(seed);
-  // Training inputs: sorted uniform samples on [0, 5); targets with N(0, 0.5^2) noise.
-  std::vector<double> xs = rand({n_train}, gen, kFloat64).to_vector<double>();
-  for (double& x : xs) x *= 5;
-  std::sort(xs.begin(), xs.end());
-  std::vector<double> noise = randn({n_train}, gen, kFloat64).to_vector<double>();
-  std::vector<double> ys(xs.size()), test_x, test_y;
-  for (size_t i = 0; i < xs.size(); ++i) ys[i] = truth(xs[i]) + 0.5 * noise[i];
-  for (int64_t i = 0; i < n_test; ++i) {
-    test_x.push_back(0.1 * static_cast<double>(i));
-    test_y.push_back(truth(test_x.back()));
-  }
-  Tensor x_train = from_vector(xs, {n_train}), y_train = from_vector(ys, {n_train});
-  Tensor x_test = from_vector(test_x, {n_test}), y_test = from_vector(test_y, {n_test});
+  const ToyData d = make_data(seed, n_train, n_test);
+  Tensor x_train = from_vector(d.xs, {n_train}), y_train = from_vector(d.ys, {n_train});
+  Tensor x_test = from_vector(d.test_x, {n_test}), y_test = from_vector(d.test_y, {n_test});
 
   // Training pairs: each training point queries all the *other* points (leave-one-out).
   std::vector<double> keys, values;
   for (int64_t i = 0; i < n_train; ++i)
     for (int64_t j = 0; j < n_train; ++j)
       if (i != j) {
-        keys.push_back(xs[static_cast<size_t>(j)]);
-        values.push_back(ys[static_cast<size_t>(j)]);
+        keys.push_back(d.xs[static_cast<size_t>(j)]);
+        values.push_back(d.ys[static_cast<size_t>(j)]);
       }
   Tensor k_train = from_vector(keys, {n_train, n_train - 1});
   Tensor v_train = from_vector(values, {n_train, n_train - 1});
@@ -87,6 +122,7 @@ int run(int argc, char** argv) {
   auto test_mse = [&](const Tensor& w) { return mean(pow(sub(predict(w), y_test), 2.0)).item(); };
   const double mse_nonparametric = test_mse(Tensor());
 
+  // Full-batch gradient descent on the kernel width w, the update written out.
   Tensor w = ones({1}, kFloat64).requires_grad_();
   double loss_first = 0, loss_last = 0;
   fmt::print("Nadaraya-Watson attention pooling: {} training points, parametric width w\n",
@@ -106,32 +142,12 @@ int run(int argc, char** argv) {
     fmt::print("epoch {}  loss {:.6f}  w {:.4f}\n", epoch, l, w.item());
   }
   const double mse_parametric = test_mse(w.detach());
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = examples::seconds_since(t0);
   fmt::print("test MSE against the clean curve: non-parametric {:.4f}, parametric {:.4f}\n",
              mse_nonparametric, mse_parametric);
 
-  // Figures: the two fits against the truth, and the parametric attention matrix
-  // (rows: test queries, columns: training keys sorted by x; a sharp diagonal = local averaging).
-  viz::Series truth_s{"truth", test_x, test_y, viz::kPalette[0]};
-  viz::Series np_s{"non-parametric", test_x, predict(Tensor()).to_vector<double>(),
-                   viz::kPalette[1]};
-  viz::Series p_s{"parametric", test_x, predict(w.detach()).to_vector<double>(), viz::kPalette[2]};
-  viz::Series data_s{"training data", xs, ys, viz::kPalette[3], true};
-  data_s.color = {150, 150, 150};
-  data_s.lines = false;
-  viz::line_plot(out_dir + "/fit.png", {truth_s, np_s, p_s, data_s},
-                 {"Nadaraya-Watson attention pooling", "x", "y"});
-  {
-    NoGradGuard no_grad;
-    Tensor diff = mul(sub(x_test.unsqueeze(1), x_train.expand({n_test, n_train})), w.detach());
-    Tensor attn = softmax_last(mul(mul(diff, diff), -0.5));
-    std::vector<std::vector<double>> rows;
-    auto flat = attn.to_vector<double>();
-    for (int64_t i = 0; i < n_test; ++i)
-      rows.emplace_back(flat.begin() + i * n_train, flat.begin() + (i + 1) * n_train);
-    viz::heatmap(out_dir + "/attention.png", rows, "attention weights (queries x keys)");
-  }
+  save_figures(out_dir, d, predict(Tensor()).to_vector<double>(),
+               predict(w.detach()).to_vector<double>(), w.detach());
   fmt::print("wrote {}/fit.png and {}/attention.png\n", out_dir, out_dir);
   fmt::print(
       "RESULT example=attention_pooling loss_first={:.6f} loss_last={:.6f} w={:.4f} "

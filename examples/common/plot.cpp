@@ -236,4 +236,36 @@ void image_grid(const std::string& path, const std::vector<std::vector<double>>&
   c.save_png(path);
 }
 
+void patch_attention_strip(const std::string& path, const PatchAttention& a, int scale) {
+  const size_t n = a.captions.size(), pixels = static_cast<size_t>(a.rows * a.cols),
+               cells = static_cast<size_t>(a.grid_rows * a.grid_cols);
+  if (a.grid_rows <= 0 || a.grid_cols <= 0 || a.rows % a.grid_rows != 0 ||
+      a.cols % a.grid_cols != 0 || a.images.size() != n * pixels || a.maps.size() != n * cells)
+    throw ValueError(fmt::format(
+        "patch_attention_strip: {} captions, {} image values ({}x{} each), {} map values "
+        "({}x{} each): the counts disagree or the grid does not divide the image",
+        n, a.images.size(), a.rows, a.cols, a.maps.size(), a.grid_rows, a.grid_cols));
+  const int patch_h = a.rows / a.grid_rows, patch_w = a.cols / a.grid_cols;
+  std::vector<std::vector<double>> blended, plain, overlays;
+  for (size_t b = 0; b < n; ++b) {
+    const float* map = a.maps.data() + b * cells;
+    const auto [lo, hi] = std::minmax_element(map, map + cells);
+    std::vector<double> image(pixels), overlay(pixels);
+    for (int i = 0; i < a.rows; ++i)
+      for (int j = 0; j < a.cols; ++j) {
+        const auto idx = static_cast<size_t>(i * a.cols + j);
+        image[idx] = a.images[b * pixels + idx];
+        const float v = map[(i / patch_h) * a.grid_cols + j / patch_w];
+        overlay[idx] = *hi > *lo ? (v - *lo) / (*hi - *lo) : 0.0;
+      }
+    blended.push_back(image);
+    plain.push_back(std::move(image));
+    overlays.push_back(std::move(overlay));
+  }
+  blended.insert(blended.end(), plain.begin(), plain.end());
+  std::vector<std::string> captions = a.captions;
+  captions.insert(captions.end(), a.captions.begin(), a.captions.end());
+  image_grid(path, blended, a.rows, a.cols, overlays, captions, scale);
+}
+
 }  // namespace nabla::viz

@@ -2,6 +2,7 @@
 // for attention maps, with axis labels and titles rendered by stb_easy_font. Nobody needs
 // Python to look at results. Files are written atomically.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,6 +58,28 @@ void heatmap(const std::string& path, const std::vector<std::vector<double>>& va
 void image_grid(const std::string& path, const std::vector<std::vector<double>>& images, int rows,
                 int cols, const std::vector<std::vector<double>>& overlays,
                 const std::vector<std::string>& captions, int scale = 6);
+
+// Attention over image patches drawn on the images (a ViT's CLS attention): each image's
+// (grid_rows x grid_cols) map, min-max scaled per image and spread over its patch's pixels, is
+// blended over the image; the same images follow plain. One strip, each caption under both copies.
+struct PatchAttention {
+  int rows = 0, cols = 0;             // image size in pixels
+  int grid_rows = 0, grid_cols = 0;   // patches down and across; they divide rows and cols
+  std::vector<float> images;          // (n, rows, cols), values in [0, 1]
+  std::vector<float> maps;            // (n, grid_rows, grid_cols)
+  std::vector<std::string> captions;  // n
+};
+void patch_attention_strip(const std::string& path, const PatchAttention& a, int scale = 6);
+
+// A row-major (rows x cols) buffer as the nested rows heatmap() takes.
+template <class T>
+std::vector<std::vector<double>> matrix_rows(const std::vector<T>& flat, size_t rows, size_t cols) {
+  std::vector<std::vector<double>> out(rows);
+  for (size_t i = 0; i < rows; ++i)
+    out[i].assign(flat.begin() + static_cast<std::ptrdiff_t>(i * cols),
+                  flat.begin() + static_cast<std::ptrdiff_t>((i + 1) * cols));
+  return out;
+}
 
 Rgb colormap(double t);  // t in [0, 1]
 inline constexpr Rgb kPalette[] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},

@@ -1,4 +1,5 @@
-// Seed 002's question, measured: why does dot-product attention divide by sqrt(d_k)?
+// Why does scaled dot-product attention divide by sqrt(d_k)? The argument of Vaswani et al. 2017,
+// "Attention Is All You Need", section 3.2.1 and its footnote 4 (also d2l 10.3.2), measured.
 // With q, k ~ N(0, I) in d_k dims, q.k has variance d_k. Unscaled, the logits grow with d_k, the
 // softmax saturates (one weight near 1) and the gradient flowing back through it vanishes.
 // Scaled by 1/sqrt(d_k), the variance stays 1 and the gradient stays healthy.
@@ -41,8 +42,7 @@ Stats measure(const Tensor& q, const Tensor& k, double scale, Generator& gen) {
 }  // namespace
 
 int run(int argc, char** argv) {
-  examples::CommandLine cli{
-      "d_k scaling experiment (seed 002): scaled vs unscaled dot-product attention"};
+  examples::CommandLine cli{"d_k scaling experiment: scaled vs unscaled dot-product attention"};
   int64_t trials = 2000, keys = 32;
   uint64_t seed = 7;
   std::string out_dir = "runs/scaling_experiment";

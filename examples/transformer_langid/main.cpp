@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "data/dataloader.h"
 #include "data/langid.h"
@@ -18,6 +19,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
+#include "examples/common/training_run.h"
 #include "nabla.h"
 
 using namespace nabla;
@@ -138,8 +140,7 @@ std::vector<std::vector<int64_t>> length_buckets(const std::vector<Encoded>& seq
   return examples::length_buckets(lengths, batch_size, seed);
 }
 
-int run(int argc, char** argv) {
-  Config c;
+std::optional<int> parse_flags(Config& c, int argc, char** argv) {
   examples::CommandLine cli(
       "Transformer encoder language identification on Debian's fortunes (8 languages)");
   cli.option("--epochs", c.epochs, "training epochs")
@@ -156,13 +157,17 @@ int run(int argc, char** argv) {
       .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "a few steps on a small slice (for tests)");
-  if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
-  if (c.threads > 0) set_num_threads(c.threads);
-  std::filesystem::create_directories(c.out);
-  const auto t0 = std::chrono::steady_clock::now();
+  return cli.parse(argc, argv);
+}
 
-  // --- data ---------------------------------------------------------------------------------
-  data::LangIdCorpus corpus = data::load_fortune_langid();
+// The corpus and each text encoded once. --smoke keeps an evenly spread slice and 2 epochs.
+struct LangIdData {
+  data::LangIdCorpus corpus;
+  std::vector<Encoded> train, test;
+};
+
+LangIdData load_data(Config& c, const data::ByteTokenizer& tok) {
+  LangIdData d{data::load_fortune_langid(), {}, {}};
   if (c.smoke) {
     auto thin = [](std::vector<data::TextExample>& v, size_t keep) {
       std::vector<data::TextExample> out;
@@ -171,12 +176,10 @@ int run(int argc, char** argv) {
         out.push_back(v[i]);
       v = std::move(out);
     };
-    thin(corpus.train, 256);
-    thin(corpus.test, 128);
+    thin(d.corpus.train, 256);
+    thin(d.corpus.test, 128);
     c.epochs = std::min(c.epochs, 2);
   }
-  const auto n_classes = static_cast<int64_t>(corpus.languages.size());
-  data::ByteTokenizer tok;
   const int64_t hash_buckets = std::max<int64_t>(c.ngram_buckets, 2);
   auto encode_all = [&](const std::vector<data::TextExample>& v) {
     std::vector<Encoded> seqs;
@@ -189,34 +192,64 @@ int run(int argc, char** argv) {
     }
     return seqs;
   };
-  const auto train_seqs = encode_all(corpus.train), test_seqs = encode_all(corpus.test);
-  fmt::print("transformer_langid: {} train / {} test texts, {} languages ({}), {}\n",
-             corpus.train.size(), corpus.test.size(), n_classes, fmt::join(corpus.languages, " "),
-             runtime_info());
+  d.train = encode_all(d.corpus.train);
+  d.test = encode_all(d.corpus.test);
+  return d;
+}
 
-  auto make_batch = [&](const std::vector<Encoded>& seqs,
-                        const std::vector<data::TextExample>& examples,
-                        const std::vector<int64_t>& idx) {
-    std::vector<std::vector<int64_t>> tokens, bigrams, trigrams;
-    std::vector<int64_t> labels;
-    for (int64_t i : idx) {
-      const Encoded& e = seqs[static_cast<size_t>(i)];
-      tokens.push_back(e.tokens);
-      bigrams.push_back(e.bigrams);
-      trigrams.push_back(e.trigrams);
-      labels.push_back(examples[static_cast<size_t>(i)].label);
-    }
-    return Batch{data::pad_sequences(tokens, data::SpecialTokens::kPad),
-                 data::pad_sequences(bigrams, 0).tokens, data::pad_sequences(trigrams, 0).tokens,
-                 from_vector(labels, {static_cast<int64_t>(labels.size())})};
-  };
-  const auto buckets = length_buckets(train_seqs, c.batch_size, c.seed);
+// The examples `idx` of one split, padded to the longest.
+Batch make_batch(const std::vector<Encoded>& seqs, const std::vector<data::TextExample>& examples,
+                 const std::vector<int64_t>& idx) {
+  std::vector<std::vector<int64_t>> tokens, bigrams, trigrams;
+  std::vector<int64_t> labels;
+  for (int64_t i : idx) {
+    const Encoded& e = seqs[static_cast<size_t>(i)];
+    tokens.push_back(e.tokens);
+    bigrams.push_back(e.bigrams);
+    trigrams.push_back(e.trigrams);
+    labels.push_back(examples[static_cast<size_t>(i)].label);
+  }
+  return Batch{data::pad_sequences(tokens, data::SpecialTokens::kPad),
+               data::pad_sequences(bigrams, 0).tokens, data::pad_sequences(trigrams, 0).tokens,
+               from_vector(labels, {static_cast<int64_t>(labels.size())})};
+}
+
+// The confusion matrix over the whole test split (eval mode, no graph).
+examples::ConfusionMatrix evaluate(LangIdModel& model, const LangIdData& d) {
+  NoGradGuard no_grad;
+  model.eval();
+  examples::ConfusionMatrix confusion(d.corpus.languages);
+  for (const auto& idx : length_buckets(d.test, 256, 0)) {
+    Batch b = make_batch(d.test, d.corpus.test, idx);
+    confusion.add(b.labels, argmax(model.forward(b.padded.tokens, b.bigrams, b.trigrams,
+                                                 b.padded.key_padding_mask),
+                                   -1));
+  }
+  model.train();
+  return confusion;
+}
+
+int run(int argc, char** argv) {
+  Config c;
+  if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
+  if (c.threads > 0) set_num_threads(c.threads);
+  std::filesystem::create_directories(c.out);
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // --- data ---------------------------------------------------------------------------------
+  const data::ByteTokenizer tok;
+  const LangIdData d = load_data(c, tok);
+  const auto n_classes = static_cast<int64_t>(d.corpus.languages.size());
+  fmt::print("transformer_langid: {} train / {} test texts, {} languages ({}), {}\n",
+             d.corpus.train.size(), d.corpus.test.size(), n_classes,
+             fmt::join(d.corpus.languages, " "), runtime_info());
+  const auto buckets = length_buckets(d.train, c.batch_size, c.seed);
   data::DataLoader<Batch>::Options lopts;
   lopts.batch_size = 1;  // one "item" = one pre-built length bucket
   lopts.seed = c.seed;
   data::DataLoader<Batch> loader(
       static_cast<int64_t>(buckets.size()), lopts, [&](const std::vector<int64_t>& bucket_ids) {
-        return make_batch(train_seqs, corpus.train, buckets[static_cast<size_t>(bucket_ids[0])]);
+        return make_batch(d.train, d.corpus.train, buckets[static_cast<size_t>(bucket_ids[0])]);
       });
 
   // --- model and optimisation ---------------------------------------------------------------
@@ -229,43 +262,18 @@ int run(int argc, char** argv) {
   fmt::print("model: {} parameters, {} steps ({} per epoch)\n", model.num_parameters(), total_steps,
              steps_per_epoch);
 
-  const examples::Checkpointer checkpointer(c.out + "/checkpoint.safetensors", model, opt,
-                                            sched.get());
-  examples::RunState state;
-  if (c.resume) {
-    if (auto saved = checkpointer.load()) {
-      state = saved->first;
-      loader.restore(saved->second);
-      fmt::print("resumed from {} at step {}\n", checkpointer.path(), state.step);
-    }
-  }
-  examples::CsvLogger csv(c.out + "/metrics.csv", {"step", "epoch", "loss", "lr", "test_accuracy"},
-                          c.resume);
-
-  auto evaluate = [&] {
-    NoGradGuard no_grad;
-    model.eval();
-    examples::ConfusionMatrix confusion(corpus.languages);
-    for (const auto& idx : length_buckets(test_seqs, 256, 0)) {
-      Batch b = make_batch(test_seqs, corpus.test, idx);
-      confusion.add(b.labels, argmax(model.forward(b.padded.tokens, b.bigrams, b.trigrams,
-                                                   b.padded.key_padding_mask),
-                                     -1));
-    }
-    model.train();
-    return confusion;
-  };
-
   // --- training -------------------------------------------------------------------------------
-  examples::LossCurve losses(state.loss_ema);
-  examples::ProgressBar bar("train", total_steps, 50, state.step);
+  examples::TrainingRun training({.out = c.out,
+                                  .resume = c.resume,
+                                  .stop_after = c.stop_after,
+                                  .steps_per_epoch = steps_per_epoch,
+                                  .total_steps = total_steps,
+                                  .metrics = {{"test_accuracy", "test accuracy"}},
+                                  .log_lr = true,
+                                  .start = t0},
+                                 model, opt, sched.get(), loader);
   model.train();
-  while (state.step < total_steps) {
-    auto batch = loader.next();
-    if (!batch) {
-      loader.next_epoch();
-      continue;
-    }
+  while (auto batch = training.next_batch(loader)) {
     Tensor logits = model.forward(batch->padded.tokens, batch->bigrams, batch->trigrams,
                                   batch->padded.key_padding_mask);
     Tensor loss = cross_entropy(logits, batch->labels);
@@ -274,41 +282,26 @@ int run(int argc, char** argv) {
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
-    const int64_t step = ++state.step;
-    state.loss_ema = losses.add(step, loss.item());
-    const double lr = opt.param_groups()[0].lr;
-    bar.update(step, {{"loss", state.loss_ema}, {"lr", lr}}, batch->labels.numel());
-    if (step % steps_per_epoch == 0 || step == total_steps) {
-      const double test_acc = evaluate().accuracy();
-      bar.finish();
-      const int64_t epoch = (step + steps_per_epoch - 1) / steps_per_epoch;
-      fmt::print("epoch {} step {}: train loss {:.4f}, test accuracy {:.4f} ({:.1f} s)\n", epoch,
-                 step, state.loss_ema, test_acc, examples::seconds_since(t0));
-      csv.row(
-          {static_cast<double>(step), static_cast<double>(epoch), state.loss_ema, lr, test_acc});
-      checkpointer.save(state, loader.cursor());
-      if (c.stop_after > 0 && step >= c.stop_after && step < total_steps) {
-        fmt::print("stopping at step {} as asked (--stop-after); continue with --resume\n", step);
-        return 0;
-      }
-    }
+    if (training.step_done(loss.item(), batch->labels.numel()))
+      training.end_epoch({evaluate(model, d).accuracy()});
   }
-  const double train_s = examples::seconds_since(t0);
+  if (training.stopped()) return 0;
+  const double train_s = training.seconds();
 
   // --- report ---------------------------------------------------------------------------------
-  const examples::ConfusionMatrix confusion = evaluate();
+  const examples::ConfusionMatrix confusion = evaluate(model, d);
   const double test_acc = confusion.accuracy();
   confusion.print();
-  losses.plot(c.out + "/loss.png", "transformer_langid: training loss", "cross-entropy");
+  training.losses().plot(c.out + "/loss.png", "transformer_langid: training loss", "cross-entropy");
   confusion.save_heatmap(c.out + "/confusion.png");
   fmt::print(
       "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv, loss.png, "
       "confusion.png\n",
-      test_acc, state.step, train_s, c.out);
+      test_acc, training.step(), train_s, c.out);
   fmt::print(
       "RESULT example=transformer_langid test_accuracy={:.4f} steps={} params={} "
       "train_s={:.1f}\n",
-      test_acc, state.step, model.num_parameters(), train_s);
+      test_acc, training.step(), model.num_parameters(), train_s);
   return 0;
 }
 

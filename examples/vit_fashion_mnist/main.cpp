@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "data/dataloader.h"
 #include "data/idx.h"
@@ -20,6 +21,7 @@
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
+#include "examples/common/training_run.h"
 #include "nabla.h"
 
 using namespace nabla;
@@ -80,8 +82,7 @@ Tensor augment(const Tensor& images) {
   return padded.narrow(2, offset[0], h).narrow(3, offset[1], w).contiguous();
 }
 
-int run(int argc, char** argv) {
-  Config c;
+std::optional<int> parse_flags(Config& c, int argc, char** argv) {
   examples::CommandLine cli("Vision Transformer on Fashion-MNIST (Debian's dataset-fashion-mnist)");
   cli.option("--epochs", c.epochs, "training epochs")
       .option("--batch-size", c.batch_size, "images per batch")
@@ -100,37 +101,33 @@ int run(int argc, char** argv) {
       .option("--test-limit", c.test_limit, "use only this many test images (0 = all)")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "two short epochs on 256 train / 256 test images (for tests)");
-  if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
-  if (c.threads > 0) set_num_threads(c.threads);
+  if (auto exit_code = cli.parse(argc, argv)) return exit_code;
   if (c.patch <= 0 || 28 % c.patch != 0) throw ValueError("--patch must divide 28");
-  std::filesystem::create_directories(c.out);
-  const auto t0 = std::chrono::steady_clock::now();
+  return std::nullopt;
+}
 
-  // --- data ---------------------------------------------------------------------------------
-  data::ImageDataset train = data::read_mnist_style(data::kFashionMnistDir, "train");
-  data::ImageDataset test = data::read_mnist_style(data::kFashionMnistDir, "t10k");
+// Both splits, thinned to --train-limit / --test-limit, and their normalised model inputs.
+struct FashionData {
+  data::ImageDataset train, test;
+  Tensor train_x, test_x;  // (N, 1, 28, 28)
+};
+
+FashionData load_data(Config& c) {
   if (c.smoke) {
     c.train_limit = 256;
     c.test_limit = 256;
     c.epochs = 2;
     c.depth = std::min<int64_t>(c.depth, 2);
   }
-  train = thin(train, c.train_limit);
-  test = thin(test, c.test_limit);
-  const Tensor train_x = normalise(train.images), test_x = normalise(test.images);
-  const int64_t n_train = train_x.size(0), n_test = test_x.size(0);
-  fmt::print("vit_fashion_mnist: {} train / {} test images, {}\n", n_train, n_test, runtime_info());
+  FashionData d;
+  d.train = thin(data::read_mnist_style(data::kFashionMnistDir, "train"), c.train_limit);
+  d.test = thin(data::read_mnist_style(data::kFashionMnistDir, "t10k"), c.test_limit);
+  d.train_x = normalise(d.train.images);
+  d.test_x = normalise(d.test.images);
+  return d;
+}
 
-  data::DataLoader<Batch>::Options lopts;
-  lopts.batch_size = c.batch_size;
-  lopts.seed = c.seed;
-  data::DataLoader<Batch> loader(n_train, lopts, [&](const std::vector<int64_t>& idx) {
-    Tensor i = from_vector(idx, {static_cast<int64_t>(idx.size())});
-    return Batch{index_select(train_x, 0, i), index_select(train.labels, 0, i)};
-  });
-
-  // --- model and optimisation ---------------------------------------------------------------
-  manual_seed(c.seed);
+nn::ViTConfig vit_config(const Config& c) {
   nn::ViTConfig vc;
   vc.image_size = 28;
   vc.patch_size = c.patch;
@@ -141,7 +138,69 @@ int run(int argc, char** argv) {
   vc.heads = c.heads;
   vc.mlp_dim = c.mlp;
   vc.dropout = c.dropout;
-  nn::ViT model(vc);
+  return vc;
+}
+
+// The confusion matrix over the test split, 500 images at a time (eval mode, no graph).
+examples::ConfusionMatrix evaluate(nn::ViT& model, const FashionData& d) {
+  NoGradGuard no_grad;
+  model.eval();
+  examples::ConfusionMatrix confusion(kClasses);
+  const int64_t n_test = d.test_x.size(0), eb = 500;
+  for (int64_t s = 0; s < n_test; s += eb) {
+    const int64_t len = std::min(eb, n_test - s);
+    confusion.add(d.test.labels.narrow(0, s, len),
+                  argmax(model.forward(d.test_x.narrow(0, s, len)), -1));
+  }
+  model.train();
+  return confusion;
+}
+
+// The last block's CLS attention over the patch grid, averaged over heads, for the first 6 test
+// images, drawn over them; captions are "true/predicted".
+void save_attention(nn::ViT& model, const FashionData& d, const std::string& path) {
+  NoGradGuard no_grad;
+  model.eval();
+  model.set_store_attention(true);
+  const int64_t k = std::min<int64_t>(6, d.test_x.size(0));
+  const Tensor pred = argmax(model.forward(d.test_x.narrow(0, 0, k)), -1);
+  const Tensor att = mean(model.cls_attention_map(), {1}).contiguous();  // (k, gh, gw)
+  model.set_store_attention(false);
+  viz::PatchAttention drawing;
+  drawing.rows = drawing.cols = 28;
+  drawing.grid_rows = static_cast<int>(model.grid()[0]);
+  drawing.grid_cols = static_cast<int>(model.grid()[1]);
+  drawing.images = d.test.images.narrow(0, 0, k).contiguous().to_vector<float>();
+  drawing.maps = att.to_vector<float>();
+  const auto p = pred.to_vector<int64_t>(), y = d.test.labels.narrow(0, 0, k).to_vector<int64_t>();
+  for (size_t b = 0; b < p.size(); ++b)
+    drawing.captions.push_back(kClasses[static_cast<size_t>(y[b])] + "/" +
+                               kClasses[static_cast<size_t>(p[b])]);
+  viz::patch_attention_strip(path, drawing, 6);
+}
+
+int run(int argc, char** argv) {
+  Config c;
+  if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
+  if (c.threads > 0) set_num_threads(c.threads);
+  std::filesystem::create_directories(c.out);
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // --- data ---------------------------------------------------------------------------------
+  const FashionData d = load_data(c);
+  fmt::print("vit_fashion_mnist: {} train / {} test images, {}\n", d.train_x.size(0),
+             d.test_x.size(0), runtime_info());
+  data::DataLoader<Batch>::Options lopts;
+  lopts.batch_size = c.batch_size;
+  lopts.seed = c.seed;
+  data::DataLoader<Batch> loader(d.train_x.size(0), lopts, [&](const std::vector<int64_t>& idx) {
+    Tensor i = from_vector(idx, {static_cast<int64_t>(idx.size())});
+    return Batch{index_select(d.train_x, 0, i), index_select(d.train.labels, 0, i)};
+  });
+
+  // --- model and optimisation ---------------------------------------------------------------
+  manual_seed(c.seed);
+  nn::ViT model(vit_config(c));
   optim::AdamW opt(model.parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   const int64_t total_steps = steps_per_epoch * c.epochs;
@@ -150,43 +209,18 @@ int run(int argc, char** argv) {
              c.depth, c.heads, c.mlp, model.grid()[0] * model.grid()[1], model.num_parameters());
   fmt::print("{} steps ({} per epoch, batch {})\n", total_steps, steps_per_epoch, c.batch_size);
 
-  const examples::Checkpointer checkpointer(c.out + "/checkpoint.safetensors", model, opt,
-                                            sched.get());
-  examples::RunState state;
-  if (c.resume) {
-    if (auto saved = checkpointer.load()) {
-      state = saved->first;
-      loader.restore(saved->second);
-      fmt::print("resumed from {} at step {}\n", checkpointer.path(), state.step);
-    }
-  }
-  examples::CsvLogger csv(c.out + "/metrics.csv", {"step", "epoch", "loss", "lr", "test_accuracy"},
-                          c.resume);
-
-  auto evaluate = [&] {
-    NoGradGuard no_grad;
-    model.eval();
-    examples::ConfusionMatrix confusion(kClasses);
-    const int64_t eb = 500;
-    for (int64_t s = 0; s < n_test; s += eb) {
-      const int64_t len = std::min(eb, n_test - s);
-      confusion.add(test.labels.narrow(0, s, len),
-                    argmax(model.forward(test_x.narrow(0, s, len)), -1));
-    }
-    model.train();
-    return confusion;
-  };
-
   // --- training -------------------------------------------------------------------------------
-  examples::LossCurve losses(state.loss_ema);
-  examples::ProgressBar bar("train", total_steps, 50, state.step);
+  examples::TrainingRun training({.out = c.out,
+                                  .resume = c.resume,
+                                  .stop_after = c.stop_after,
+                                  .steps_per_epoch = steps_per_epoch,
+                                  .total_steps = total_steps,
+                                  .metrics = {{"test_accuracy", "test accuracy"}},
+                                  .log_lr = true,
+                                  .start = t0},
+                                 model, opt, sched.get(), loader);
   model.train();
-  while (state.step < total_steps) {
-    auto batch = loader.next();
-    if (!batch) {
-      loader.next_epoch();
-      continue;
-    }
+  while (auto batch = training.next_batch(loader)) {
     Tensor logits = model.forward(c.augment ? augment(batch->images) : batch->images);
     Tensor loss = cross_entropy(logits, batch->labels, {.label_smoothing = c.label_smoothing});
     opt.zero_grad();
@@ -194,82 +228,27 @@ int run(int argc, char** argv) {
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
-    const int64_t step = ++state.step;
-    state.loss_ema = losses.add(step, loss.item());
-    const double lr = opt.param_groups()[0].lr;
-    bar.update(step, {{"loss", state.loss_ema}, {"lr", lr}}, batch->labels.numel());
-    if (step % steps_per_epoch == 0 || step == total_steps) {
-      const double test_acc = evaluate().accuracy();
-      bar.finish();
-      const int64_t epoch = (step + steps_per_epoch - 1) / steps_per_epoch;
-      fmt::print("epoch {} step {}: train loss {:.4f}, test accuracy {:.4f} ({:.1f} s)\n", epoch,
-                 step, state.loss_ema, test_acc, examples::seconds_since(t0));
-      csv.row(
-          {static_cast<double>(step), static_cast<double>(epoch), state.loss_ema, lr, test_acc});
-      checkpointer.save(state, loader.cursor());
-      if (c.stop_after > 0 && step >= c.stop_after && step < total_steps) {
-        fmt::print("stopping at step {} as asked (--stop-after); continue with --resume\n", step);
-        return 0;
-      }
-    }
+    if (training.step_done(loss.item(), batch->labels.numel()))
+      training.end_epoch({evaluate(model, d).accuracy()});
   }
-  const double train_s = examples::seconds_since(t0);
+  if (training.stopped()) return 0;
+  const double train_s = training.seconds();
 
   // --- report ---------------------------------------------------------------------------------
-  const examples::ConfusionMatrix confusion = evaluate();
+  const examples::ConfusionMatrix confusion = evaluate(model, d);
   const double test_acc = confusion.accuracy();
   confusion.print();
-
-  // CLS attention of the last block over the patch grid, averaged over heads, for 6 test
-  // images: the top row is each image with the (upsampled, per-image min-max scaled) map
-  // blended in, the bottom row the plain image; captions are "true/predicted".
-  std::vector<std::vector<double>> tiles, overlays;
-  std::vector<std::string> captions;
-  {
-    NoGradGuard no_grad;
-    model.eval();
-    model.set_store_attention(true);
-    const int64_t k = std::min<int64_t>(6, n_test);
-    Tensor pred = argmax(model.forward(test_x.narrow(0, 0, k)), -1);
-    Tensor att = mean(model.cls_attention_map(), {1}).contiguous();  // (k, gh, gw)
-    model.set_store_attention(false);
-    const auto gh = model.grid()[0], gw = model.grid()[1];
-    const auto a = att.to_vector<float>();
-    const auto img = test.images.narrow(0, 0, k).contiguous().to_vector<float>();
-    const auto p = pred.to_vector<int64_t>(), y = test.labels.narrow(0, 0, k).to_vector<int64_t>();
-    std::vector<std::vector<double>> plain;
-    for (int64_t b = 0; b < k; ++b) {
-      const auto* ab = a.data() + b * gh * gw;
-      const auto [lo, hi] = std::minmax_element(ab, ab + gh * gw);
-      std::vector<double> im(28 * 28), ov(28 * 28);
-      for (int64_t i = 0; i < 28; ++i)
-        for (int64_t j = 0; j < 28; ++j) {
-          const auto idx = static_cast<size_t>(i * 28 + j);
-          im[idx] = img[static_cast<size_t>(b * 784) + idx];
-          const float v = ab[(i / c.patch) * gw + j / c.patch];
-          ov[idx] = *hi > *lo ? (v - *lo) / (*hi - *lo) : 0.0;
-        }
-      tiles.push_back(im);
-      plain.push_back(im);
-      overlays.push_back(ov);
-      captions.push_back(kClasses[static_cast<size_t>(y[static_cast<size_t>(b)])] + "/" +
-                         kClasses[static_cast<size_t>(p[static_cast<size_t>(b)])]);
-    }
-    tiles.insert(tiles.end(), plain.begin(), plain.end());
-    const std::vector<std::string> top = captions;  // inserting a vector's own range is UB
-    captions.insert(captions.end(), top.begin(), top.end());
-  }
-  viz::image_grid(c.out + "/attention.png", tiles, 28, 28, overlays, captions, 6);
-  losses.plot(c.out + "/loss.png", "vit_fashion_mnist: training loss", "cross-entropy");
+  save_attention(model, d, c.out + "/attention.png");
+  training.losses().plot(c.out + "/loss.png", "vit_fashion_mnist: training loss", "cross-entropy");
   confusion.save_heatmap(c.out + "/confusion.png");
   fmt::print(
       "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv, loss.png, "
       "confusion.png, attention.png\n",
-      test_acc, state.step, train_s, c.out);
+      test_acc, training.step(), train_s, c.out);
   fmt::print(
       "RESULT example=vit_fashion_mnist test_accuracy={:.4f} steps={} params={} "
       "train_s={:.1f}\n",
-      test_acc, state.step, model.num_parameters(), train_s);
+      test_acc, training.step(), model.num_parameters(), train_s);
   return 0;
 }
 

@@ -179,13 +179,13 @@ TEST_CASE("Attention dropout acts on the weights in training only", "[nn]") {
   CHECK(attn.dropout_p() == 0.5);
 }
 
-TEST_CASE("Seed 001 rules 1 and 2 as modules", "[nn]") {
+TEST_CASE("Scores of the concatenation [q; k] as modules", "[nn]") {
   Tensor q = leaf({2, 3, 5}), k = leaf({2, 4, 3}, 1), v = leaf({2, 4, 2}, 2);
   // Literal concatenation [q_i; k_j] for every pair: (B, Q, K, dq + dk).
   Tensor pairs =
       cat({q.unsqueeze(2).expand({2, 3, 4, 5}), k.unsqueeze(1).expand({2, 3, 4, 3})}, -1);
 
-  SECTION("rule 1: softmax(Linear([Q, K])) V") {
+  SECTION("ConcatLinearAttention: softmax(Linear([Q, K])) V") {
     nn::ConcatLinearAttention attn(5, 3, 0.0, kFloat64);
     auto params = attn.named_parameters();
     REQUIRE(params.size() == 2);
@@ -205,7 +205,7 @@ TEST_CASE("Seed 001 rules 1 and 2 as modules", "[nn]") {
     Tensor kt = leaf({2, 3, 4}, 3).detach().transpose(1, 2).requires_grad_();
     CHECK_MODULE_GRADCHECK(attn, (std::vector{q, kt, v}), attend_with(attn, {}));
   }
-  SECTION("rule 2: softmax(sum(tanh(Linear([Q, K])))) V") {
+  SECTION("ConcatTanhSumAttention: softmax(sum(tanh(Linear([Q, K])))) V") {
     nn::ConcatTanhSumAttention attn(5, 3, 6, 0.0, kFloat64);
     auto params = attn.named_parameters();
     REQUIRE(params.size() == 2);
@@ -247,8 +247,9 @@ TEST_CASE("Attention modules reject bad shapes, dtypes and masks", "[nn]") {
   CHECK_THROWS_AS(nn::ConcatLinearAttention(2, 3)(q, randn({2, 4, 4}), v), ShapeError);
 }
 
-TEST_CASE("MyAtt (seed 001) computes the seed's formula", "[nn]") {
-  nn::MyAtt att(3, 2, 4, 5, 6, kFloat64);
+TEST_CASE("LocationBasedAttention: softmax(attn([q; k])) @ V, then attn_combine([q; context])",
+          "[nn]") {
+  nn::LocationBasedAttention att(3, 2, 4, 5, 6, kFloat64);
   auto names = att.named_parameters();
   REQUIRE(names.size() == 4);
   CHECK(names[0].first == "attn.weight");
@@ -266,12 +267,12 @@ TEST_CASE("MyAtt (seed 001) computes the seed's formula", "[nn]") {
   CHECK_MODULE_GRADCHECK(att, (std::vector{Q, K, V}), [&](const std::vector<Tensor>& x) {
     return att(x[0], x[1], x[2]).output;
   });
-  // N = 3 queries at once (the seed's Q[0] is (N, q)).
+  // N = 3 queries at once (Q[0] is (N, q)).
   auto many = att(leaf({1, 3, 3}, 3), leaf({1, 3, 2}, 4), V);
   CHECK(many.output.shape() == Shape{1, 3, 6});
   CHECK(many.weights.shape() == Shape{3, 4});
-  CHECK_THROWS_WITH(att(leaf({2, 1, 3}), K, V),
-                    Contains("MyAtt") && Contains("(2, 1, 3)") && Contains("(1, 4, 5)"));
+  CHECK_THROWS_WITH(att(leaf({2, 1, 3}), K, V), Contains("LocationBasedAttention") &&
+                                                    Contains("(2, 1, 3)") && Contains("(1, 4, 5)"));
 }
 
 TEST_CASE("Nadaraya-Watson pooling: weights, values and gradients", "[nn]") {

@@ -1,7 +1,8 @@
-// The source notes' worked examples and claims, checked: seed 000 (why scale by 1/sqrt(d)),
-// seed 001 (MyAtt's shapes), seed 002 (the 2x2 worked example), seed 003 (Nadaraya-Watson
-// pooling, trained as in d2l 10.2), and d2l 10.3's masked-softmax examples. Also: a query whose
-// keys are all padding gives finite outputs and gradients everywhere.
+// Attention's textbook examples and claims, checked: a 2x2 scaled dot-product example worked by
+// hand, why scale by 1/sqrt(d_k) (Vaswani et al. 2017, section 3.2.1), LocationBasedAttention's
+// shapes with the sizes of PyTorch's seq2seq tutorial, Nadaraya-Watson pooling trained as in
+// d2l 10.2, and d2l 10.3's masked-softmax examples. Also: a query whose keys are all padding
+// gives finite outputs and gradients everywhere.
 #include <cmath>
 
 #include "tests/helpers.h"
@@ -26,15 +27,14 @@ bool all_finite(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("Seed 002: the worked example, unscaled and scaled", "[nn]") {
+TEST_CASE("Dot-product attention on a 2x2 example worked by hand, unscaled and scaled", "[nn]") {
   // Q = [[1, 0], [0, 1]], K = [[1, 2], [3, 4]], V = [[5, 6], [7, 8]], d_k = 2, one batch.
   Tensor Q = tensor({{1, 0}, {0, 1}}, kFloat64).unsqueeze(0);
   Tensor K = tensor({{1, 2}, {3, 4}}, kFloat64).unsqueeze(0);
   Tensor V = tensor({{5, 6}, {7, 8}}, kFloat64).unsqueeze(0);
 
-  // Unscaled: scores of the first query are [1, 3], softmax [0.1192, 0.8808]. The seed then
-  // writes the output as [6.7624, 7.7624]; the exact value is 5 + 2 * 0.8808 = 6.7616 (an
-  // arithmetic slip of 8e-4 in the seed), so we assert the exact numbers.
+  // Unscaled: scores of the first query are [1, 3], softmax [0.1192, 0.8808], output
+  // 5 * 0.1192 + 7 * 0.8808 = 5 + 2 * 0.8808 = 6.7616, also asserted to the exact value.
   nn::DotProductAttention unscaled(0.0, /*scaled=*/false);
   Tensor out = unscaled(Q, K, V);
   Tensor w = unscaled.attention_weights();
@@ -47,9 +47,9 @@ TEST_CASE("Seed 002: the worked example, unscaled and scaled", "[nn]") {
   CHECK_CLOSE(out.select(0, 0).select(0, 0).select(0, 0),
               scalar_tensor(5 * a + 7 * (1 - a), kFloat64), 1e-12, 0);
 
-  // Scaled by 1/sqrt(2): scores [1, 3] / sqrt(2) = [0.7071, 2.1213]. The seed repeats the
-  // unscaled weights 0.1192 / 0.8808 here, which cannot be: dividing the scores by sqrt(2)
-  // shrinks their gap from 2 to sqrt(2), so the weights must move towards uniform:
+  // Scaled by 1/sqrt(2): scores [1, 3] / sqrt(2) = [0.7071, 2.1213]. The weights cannot stay
+  // 0.1192 / 0.8808: dividing the scores by sqrt(2) shrinks their gap from 2 to sqrt(2), so the
+  // weights move towards uniform:
   // softmax = [1 / (1 + e^sqrt(2)), ...] = [0.1956, 0.8044], output [6.6089, 7.6089].
   nn::DotProductAttention scaled;
   out = scaled(Q, K, V);
@@ -64,8 +64,7 @@ TEST_CASE("Seed 002: the worked example, unscaled and scaled", "[nn]") {
   CHECK_CLOSE(w.select(0, 0).select(0, 1), w.select(0, 0).select(0, 0), 1e-12, 0);
 }
 
-TEST_CASE("Seed 000: q.k has variance d_k; 1/sqrt(d_k) brings it to 1 and unsaturates softmax",
-          "[nn]") {
+TEST_CASE("q.k has variance d_k; 1/sqrt(d_k) brings it to 1 and unsaturates softmax", "[nn]") {
   Generator gen(7);
   const int64_t N = 4000, d = 64;
   Tensor q = randn({N, d}, gen, kFloat64), k = randn({N, d}, gen, kFloat64);
@@ -165,18 +164,19 @@ TEST_CASE("A query whose keys are all padding gives zeros and finite gradients",
   }
 }
 
-TEST_CASE("Seed 001: MyAtt with the seed's sizes", "[nn]") {
+TEST_CASE("LocationBasedAttention with one query over 10 value slots", "[nn]") {
   // query_size = key_size = 32, value_size1 = 10, value_size2 = 32, output_size = 32.
-  nn::MyAtt myatt(32, 32, 10, 32, 32);
+  nn::LocationBasedAttention attention(32, 32, 10, 32, 32);
   Tensor Q = randn({1, 1, 32}), K = randn({1, 1, 32}), V = randn({1, 10, 32});
-  auto [output, attn_weights] = myatt(Q, K, V);
+  auto [output, attn_weights] = attention(Q, K, V);
   CHECK(output.shape() == Shape{1, 1, 32});
   CHECK(attn_weights.shape() == Shape{1, 10});
   CHECK(sum(attn_weights).item() == Approx(1.0).epsilon(1e-6));
   CHECK(output.requires_grad());
 }
 
-TEST_CASE("Seed 003 / d2l 10.2: training the kernel width w by SGD lowers the loss", "[nn]") {
+TEST_CASE("Nadaraya-Watson (d2l 10.2): training the kernel width w by SGD lowers the loss",
+          "[nn]") {
   // d2l's toy data: 50 sorted x ~ U(0, 5), y = 2 sin(x) + x^0.8 + N(0, 0.5^2). Each training
   // query attends over the other 49 samples (keys and values (50, 49)).
   Generator gen(2026);
