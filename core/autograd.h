@@ -123,15 +123,6 @@ class EnableGradGuard {
   bool prev_;
 };
 
-// Inference: nothing is recorded and nothing is saved (like torch.inference_mode()).
-class InferenceGuard {
- public:
-  InferenceGuard() = default;
-
- private:
-  NoGradGuard no_grad_;
-};
-
 // --- recording helpers for ops -------------------------------------------------
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 

@@ -1,12 +1,13 @@
-// The backward engine. One pass, no recursion:
-//   1. iterative DFS from the roots gives a post-order; its reverse is a topological order
-//      (every node comes after all nodes that feed it a gradient);
-//   2. for autograd::grad, nodes that cannot reach a requested input are pruned;
-//   3. nodes run in that order: pre-hooks, backward, then each input gradient is summed down to
-//      the input's shape (broadcasting undone here, once) and added to the next node's buffer.
+// The backward engine: one loop over a ready queue, no recursion (docs/autograd.md walks it).
+//   1. count, for every node below the outputs, how many consumers will send it a gradient;
+//   2. a node whose count reaches zero has its complete gradient: it joins the ready queue;
+//   3. the loop takes the latest-created ready node, calls its backward, and sums each input
+//      gradient (broadcasting undone here, once) into the buffer of the node it flows to.
+// The two speed shortcuts and autograd::grad's pruning are helpers the loop calls in one line.
 #include <fmt/format.h>
 
 #include <cmath>
+#include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -17,38 +18,166 @@
 namespace nabla {
 namespace {
 
-// Adds g into a node's pending gradient. Outside grad mode a buffer nobody else can see is added
-// into in place (a contiguous one, so the add streams); otherwise a new sum is made (recorded
-// under create_graph).
-void accumulate(Tensor& buf, const Tensor& g) {
-  if (!buf.defined()) {
-    buf = g;
-  } else if (!GradMode::enabled() && buf.is_contiguous() && exclusively_owned(buf)) {
-    grad_add_(buf, g);
-  } else {
-    buf = grad_sum(buf, g);
+// What the engine keeps for one node during a backward pass.
+struct NodeTask {
+  int dependencies = 0;  // consumers that have not sent their gradient yet
+  Tensor grad;           // the sum of the gradients received so far
+  bool receives = true;  // autograd::grad: false if no requested input lies below this node
+  bool runs = true;      // autograd::grad: false if none lies strictly below (no backward call)
+};
+using Graph = std::unordered_map<Node*, NodeTask>;
+
+// Ready nodes, latest-created first: PyTorch breaks ties by sequence number the same way, and
+// since sequence numbers are unique the order (and so every gradient sum) is deterministic.
+struct CreatedEarlier {
+  bool operator()(const Node* a, const Node* b) const {
+    return a->sequence_nr() < b->sequence_nr();
+  }
+};
+using ReadyQueue = std::priority_queue<Node*, std::vector<Node*>, CreatedEarlier>;
+
+struct Options {
+  bool retain_graph;
+  bool create_graph;
+  const std::unordered_set<Node*>& capture;  // autograd::grad's inputs; empty for backward()
+};
+
+// --- before the loop ---------------------------------------------------------------------------
+
+// Checks the outputs and their gradients; returns the nodes the outputs' gradients flow into.
+std::vector<std::shared_ptr<Node>> root_nodes(const std::vector<Tensor>& outputs,
+                                              const std::vector<Tensor>& grad_outputs) {
+  if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
+    throw ValueError(
+        fmt::format("backward: {} outputs but {} gradients", outputs.size(), grad_outputs.size()));
+  std::vector<std::shared_ptr<Node>> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    if (!out.requires_grad())
+      throw AutogradError(
+          fmt::format("backward: output {} (shape {}) does not require grad and has no grad_fn", i,
+                      shape_str(out.shape())));
+    if (i < grad_outputs.size() && grad_outputs[i].defined() &&
+        grad_outputs[i].shape() != out.shape())
+      throw ShapeError(fmt::format("backward: gradient of shape {} for an output of shape {}",
+                                   shape_str(grad_outputs[i].shape()), shape_str(out.shape())));
+    if (out.numel() != 1 && (i >= grad_outputs.size() || !grad_outputs[i].defined()))
+      throw AutogradError(fmt::format(
+          "backward: grad can be implicitly created only for scalar outputs; the output has shape "
+          "{}, pass a gradient of that shape",
+          shape_str(out.shape())));
+    roots.push_back(gradient_edge(out));
+  }
+  return roots;
+}
+
+// The gradient of output i: the caller's, or ones for a scalar.
+Tensor output_gradient(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                       size_t i) {
+  if (i < grad_outputs.size() && grad_outputs[i].defined()) return grad_outputs[i];
+  return ones(outputs[i].shape(), outputs[i].dtype());
+}
+
+// Every node below the roots, with its number of consumers (an explicit stack, no recursion).
+// Each root counts one more: the outputs' gradients arrive as if from one node above them all.
+Graph count_dependencies(const std::vector<std::shared_ptr<Node>>& roots) {
+  Graph graph;
+  std::vector<Node*> stack;
+  auto add_edge = [&](Node* to) {
+    auto [it, first_visit] = graph.try_emplace(to);
+    ++it->second.dependencies;
+    if (first_visit) stack.push_back(to);
+  };
+  for (const auto& root : roots) add_edge(root.get());
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& e : node->next)
+      if (e.fn) add_edge(e.fn.get());
+  }
+  return graph;
+}
+
+// autograd::grad: only nodes with a requested input below them receive gradients, and only
+// those with one strictly below run their backward. Needs children before parents: a post-order
+// depth-first search (explicit stack).
+void prune_for_capture(Graph& graph, const std::vector<std::shared_ptr<Node>>& roots,
+                       const std::unordered_set<Node*>& capture) {
+  if (capture.empty()) return;
+  std::unordered_set<Node*> visited;
+  std::vector<std::pair<Node*, size_t>> stack;
+  for (const auto& root : roots) {
+    if (visited.insert(root.get()).second) stack.emplace_back(root.get(), 0);
+    while (!stack.empty()) {
+      auto& [node, next_edge] = stack.back();
+      if (next_edge < node->next.size()) {
+        Node* input = node->next[next_edge++].fn.get();
+        if (input && visited.insert(input).second) stack.emplace_back(input, 0);
+        continue;
+      }
+      NodeTask& task = graph.at(node);
+      task.runs = false;
+      for (const Edge& e : node->next)
+        task.runs = task.runs || (e.fn && graph.at(e.fn.get()).receives);
+      task.receives = task.runs || capture.count(node) > 0;
+      stack.pop_back();
+    }
   }
 }
 
-std::vector<Node*> topological_order(const std::vector<Node*>& roots) {
-  std::vector<Node*> post;
-  std::unordered_set<Node*> seen;
-  std::vector<std::pair<Node*, size_t>> stack;
-  for (Node* r : roots) {
-    if (!r || !seen.insert(r).second) continue;
-    stack.emplace_back(r, 0);
-    while (!stack.empty()) {
-      auto& [n, i] = stack.back();
-      if (i < n->next.size()) {
-        Node* child = n->next[i++].fn.get();
-        if (child && seen.insert(child).second) stack.emplace_back(child, 0);
-      } else {
-        post.push_back(n);
-        stack.pop_back();
-      }
-    }
+// --- the steps of the loop ---------------------------------------------------------------------
+
+// Shortcut: outside grad mode, a contiguous buffer that no other handle or view can see is added
+// into in place instead of being replaced by a new sum (as PyTorch's InputBuffer does).
+bool try_accumulate_in_place(Tensor& buffer, const Tensor& g) {
+  if (GradMode::enabled() || !buffer.is_contiguous() || !exclusively_owned(buffer)) return false;
+  grad_add_(buffer, g);
+  return true;
+}
+
+// Sums a gradient into a node's buffer (an undefined gradient is zero and adds nothing).
+void add_to_buffer(Tensor& buffer, const Tensor& g) {
+  if (!g.defined()) return;
+  if (!buffer.defined())
+    buffer = g;
+  else if (!try_accumulate_in_place(buffer, g))
+    buffer = grad_sum(buffer, g);  // recorded under create_graph
+}
+
+Tensor run_pre_hooks(const Node& node, Tensor grad) {
+  for (const GradHook& hook : node.pre_hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
   }
-  return {post.rbegin(), post.rend()};
+  return grad;
+}
+
+// Shortcut: a single-input view node (slice, select) adds its gradient straight into the window
+// of its input's buffer (Node::backward_into), instead of returning a zero-filled full-size
+// tensor to be summed. Returns false when the shortcut does not apply.
+bool try_backward_into(Graph& graph, Node& node, const Tensor& grad, const Options& options) {
+  if (options.create_graph || AnomalyMode::enabled() || node.next.size() != 1 || !node.next[0].fn)
+    return false;
+  NodeTask& input = graph.at(node.next[0].fn.get());
+  if (!input.receives || !input.grad.defined() || !input.grad.is_contiguous() ||
+      !exclusively_owned(input.grad) || !node.backward_into(grad, input.grad))
+    return false;
+  if (!options.retain_graph) node.release_saved();
+  return true;
+}
+
+std::vector<Tensor> call_backward(Node& node, const Tensor& grad, const Options& options) {
+  if (options.create_graph && !node.backward_is_differentiable())
+    throw AutogradError(fmt::format(
+        "{}: this op's backward is a fused kernel that is not differentiable; create_graph "
+        "needs its composite version",
+        node.name()));
+  std::vector<Tensor> grads = node.backward(grad);
+  if (!options.retain_graph) node.release_saved();
+  if (grads.size() != node.next.size())
+    throw AutogradError(fmt::format("{}: returned {} gradients for {} inputs", node.name(),
+                                    grads.size(), node.next.size()));
+  return grads;
 }
 
 bool has_non_finite(const Tensor& t) {
@@ -63,113 +192,60 @@ bool has_non_finite(const Tensor& t) {
   });
 }
 
-Tensor default_grad_output(const Tensor& out) {
-  if (out.numel() != 1)
+// Gradient i of `node`, checked and summed down to the input's shape: the one place where
+// broadcasting is undone.
+Tensor input_gradient(const Node& node, size_t i, Tensor g) {
+  if (!g.defined()) return g;
+  if (g.dtype() != node.input_dtypes[i])
+    throw AutogradError(fmt::format("{}: gradient {} has dtype {} but the input is {}", node.name(),
+                                    i, dtype_name(g.dtype()), dtype_name(node.input_dtypes[i])));
+  if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
+  if (AnomalyMode::enabled() && has_non_finite(g))
     throw AutogradError(fmt::format(
-        "backward: grad can be implicitly created only for scalar outputs; the output has shape "
-        "{}, pass a gradient of that shape",
-        shape_str(out.shape())));
-  return ones(out.shape(), out.dtype());
+        "anomaly: {} (forward op '{}', sequence #{}) produced a non-finite gradient for its "
+        "input {} of shape {}",
+        node.name(), node.forward_op(), node.sequence_nr(), i, shape_str(g.shape())));
+  return g;
 }
 
-// Runs the graph below `outputs`. With `capture` non-empty, gradients arriving at those nodes
-// are returned instead of being accumulated into leaves, and unrelated nodes are skipped.
+// --- the loop ----------------------------------------------------------------------------------
+
+// Runs the graph below `outputs`. Gradients arriving at `options.capture` nodes are returned
+// (autograd::grad); otherwise AccumulateGrad nodes add them into the leaves' .grad.
 std::unordered_map<Node*, Tensor> run_engine(const std::vector<Tensor>& outputs,
                                              const std::vector<Tensor>& grad_outputs,
-                                             bool retain_graph, bool create_graph,
-                                             const std::unordered_set<Node*>& capture) {
-  if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
-    throw ValueError(
-        fmt::format("backward: {} outputs but {} gradients", outputs.size(), grad_outputs.size()));
-  std::unordered_map<Node*, Tensor> buffers;
-  std::vector<Node*> roots;
-  std::vector<std::shared_ptr<Node>> keep_alive;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor& out = outputs[i];
-    if (!out.requires_grad())
-      throw AutogradError(
-          fmt::format("backward: output {} (shape {}) does not require grad and has no grad_fn", i,
-                      shape_str(out.shape())));
-    Tensor g = i < grad_outputs.size() && grad_outputs[i].defined() ? grad_outputs[i]
-                                                                    : default_grad_output(out);
-    if (g.shape() != out.shape())
-      throw ShapeError(fmt::format("backward: gradient of shape {} for an output of shape {}",
-                                   shape_str(g.shape()), shape_str(out.shape())));
-    std::shared_ptr<Node> root = gradient_edge(out);
-    keep_alive.push_back(root);
-    accumulate(buffers[root.get()], g);
-    roots.push_back(root.get());
+                                             const Options& options) {
+  std::vector<std::shared_ptr<Node>> roots = root_nodes(outputs, grad_outputs);
+  Graph graph = count_dependencies(roots);
+  prune_for_capture(graph, roots, options.capture);
+  ReadyQueue ready;
+  for (size_t i = 0; i < roots.size(); ++i) {  // the outputs' gradients start the pass
+    NodeTask& root = graph.at(roots[i].get());
+    add_to_buffer(root.grad, output_gradient(outputs, grad_outputs, i));
+    if (--root.dependencies == 0) ready.push(roots[i].get());
   }
 
-  std::vector<Node*> order = topological_order(roots);
-  const bool capturing = !capture.empty();
-  std::unordered_set<Node*> needed;
-  if (capturing) {
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {  // children first
-      Node* n = *it;
-      bool need = capture.count(n) > 0;
-      for (const Edge& e : n->next) need = need || (e.fn && needed.count(e.fn.get()));
-      if (need) needed.insert(n);
-    }
-  }
-
-  EnableGradGuard grad_mode(create_graph);
+  EnableGradGuard grad_mode(options.create_graph);
   std::unordered_map<Node*, Tensor> captured;
-  for (Node* node : order) {
-    auto found = buffers.find(node);
-    if (found == buffers.end()) continue;  // no gradient reached this node
-    Tensor grad = std::move(found->second);
-    buffers.erase(found);
-    for (const GradHook& hook : node->pre_hooks) {
-      Tensor replaced = hook(grad);
-      if (replaced.defined()) grad = replaced;
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    NodeTask& task = graph.at(node);
+    Tensor grad = std::move(task.grad);  // complete: every consumer has sent its part
+    std::vector<Tensor> grads;           // stays empty if the node does not run
+    if (grad.defined()) {
+      grad = run_pre_hooks(*node, grad);
+      if (options.capture.count(node)) captured[node] = grad;
+      if (task.runs && !try_backward_into(graph, *node, grad, options))
+        grads = call_backward(*node, grad, options);
     }
-    if (capturing) {
-      if (capture.count(node)) captured[node] = grad;
-      bool descend = false;
-      for (const Edge& e : node->next) descend = descend || (e.fn && needed.count(e.fn.get()));
-      if (!descend) continue;
-    } else if (dynamic_cast<AccumulateGrad*>(node) == nullptr && node->next.empty()) {
-      continue;
-    }
-    if (create_graph && !node->backward_is_differentiable())
-      throw AutogradError(fmt::format(
-          "{}: this op's backward is a fused kernel that is not differentiable; create_graph "
-          "needs its composite version",
-          node->name()));
-
-    // A view node may add its gradient straight into its input's pending buffer.
-    if (!create_graph && !AnomalyMode::enabled() && node->next.size() == 1 && node->next[0].fn &&
-        (!capturing || needed.count(node->next[0].fn.get()))) {
-      auto pending = buffers.find(node->next[0].fn.get());
-      if (pending != buffers.end() && pending->second.is_contiguous() &&
-          exclusively_owned(pending->second) && node->backward_into(grad, pending->second)) {
-        if (!retain_graph) node->release_saved();
-        continue;
-      }
-    }
-    std::vector<Tensor> grads = node->backward(grad);
-    if (!retain_graph) node->release_saved();
-    if (grads.size() != node->next.size() && !dynamic_cast<AccumulateGrad*>(node))
-      throw AutogradError(fmt::format("{}: returned {} gradients for {} inputs", node->name(),
-                                      grads.size(), node->next.size()));
-
     for (size_t i = 0; i < node->next.size(); ++i) {
-      Node* child = node->next[i].fn.get();
-      if (!child || !grads[i].defined()) continue;
-      if (capturing && !needed.count(child)) continue;
-      Tensor g = grads[i];
-      if (g.dtype() != node->input_dtypes[i])
-        throw AutogradError(fmt::format("{}: gradient {} has dtype {} but the input is {}",
-                                        node->name(), i, dtype_name(g.dtype()),
-                                        dtype_name(node->input_dtypes[i])));
-      if (g.shape() != node->input_shapes[i]) g = sum_to(g, node->input_shapes[i]);
-      if (AnomalyMode::enabled() && has_non_finite(g))
-        throw AutogradError(fmt::format(
-            "anomaly: {} (forward op '{}', sequence #{}) produced a non-finite gradient for its "
-            "input {} of shape {}",
-            node->name(), node->forward_op(), node->sequence_nr(), i, shape_str(g.shape())));
-      accumulate(buffers[child], g);
+      Node* input = node->next[i].fn.get();
+      if (!input) continue;
+      NodeTask& to = graph.at(input);
+      if (i < grads.size() && to.receives)
+        add_to_buffer(to.grad, input_gradient(*node, i, grads[i]));
+      if (--to.dependencies == 0) ready.push(input);
     }
   }
   return captured;
@@ -181,7 +257,8 @@ namespace autograd {
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
               bool retain_graph, bool create_graph) {
-  run_engine(outputs, grad_outputs, retain_graph || create_graph, create_graph, {});
+  const std::unordered_set<Node*> no_capture;
+  run_engine(outputs, grad_outputs, {retain_graph || create_graph, create_graph, no_capture});
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -197,7 +274,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     capture.insert(targets.back().get());
   }
   auto captured =
-      run_engine(outputs, grad_outputs, retain_graph || create_graph, create_graph, capture);
+      run_engine(outputs, grad_outputs, {retain_graph || create_graph, create_graph, capture});
   std::vector<Tensor> result;
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto it = captured.find(targets[i].get());
