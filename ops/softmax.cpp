@@ -3,8 +3,11 @@
 // backward node, the forward. The tuned kernels in ops/kernels/softmax.h compute the same values
 // faster; they run unless NABLA_KERNELS=reference (ops/kernels/kernels.h). x is viewed as
 // (outer, n, inner) around the softmax dim (ops/row_layout.h): row r holds n elements, `inner`
-// apart. Row sums accumulate in double. Each backward runs a kernel, except when grad mode is on
-// (create_graph), where the same formula is written with ops so that higher derivatives work.
+// apart. Row sums accumulate in double; exps are vec_math::exp_t, in T's own precision (libm's
+// for float64, a 2-ulp polynomial for float32: the tuned kernels' own, so that the two kinds of
+// kernel differ only in the order of their sums). Each backward runs a kernel, except when grad
+// mode is on (create_graph), where the same formula is written with ops so that higher
+// derivatives work.
 #include "ops/softmax.h"
 
 #include <fmt/format.h>
@@ -26,16 +29,6 @@
 
 namespace nabla {
 using kernels::RowLayout;
-namespace {
-
-// exp in T's own precision: libm's for float64; for float32 vec_math's 2-ulp polynomial, the one
-// the tuned kernels use, so that the two differ only in the order of their sums.
-template <class T>
-T exp_in(T v) {
-  return vec_math::exp_t<T>(v);
-}
-
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // softmax
@@ -56,9 +49,11 @@ void softmax_reference(const Tensor& x, Tensor& y, const RowLayout& l) {
       T m = kNegInf<T>;
       for (int64_t k = 0; k < l.n; ++k) m = std::max(m, xr[k * l.inner]);
       double s = 0;
-      for (int64_t k = 0; k < l.n; ++k) s += static_cast<double>(exp_in(xr[k * l.inner] - m));
       for (int64_t k = 0; k < l.n; ++k)
-        yr[k * l.inner] = static_cast<T>(static_cast<double>(exp_in(xr[k * l.inner] - m)) / s);
+        s += static_cast<double>(vec_math::exp_t<T>(xr[k * l.inner] - m));
+      for (int64_t k = 0; k < l.n; ++k)
+        yr[k * l.inner] =
+            static_cast<T>(static_cast<double>(vec_math::exp_t<T>(xr[k * l.inner] - m)) / s);
     }
   });
 }
@@ -141,7 +136,8 @@ void log_softmax_reference(const Tensor& x, Tensor& y, const RowLayout& l) {
       T m = kNegInf<T>;
       for (int64_t k = 0; k < l.n; ++k) m = std::max(m, xr[k * l.inner]);
       double s = 0;
-      for (int64_t k = 0; k < l.n; ++k) s += static_cast<double>(exp_in(xr[k * l.inner] - m));
+      for (int64_t k = 0; k < l.n; ++k)
+        s += static_cast<double>(vec_math::exp_t<T>(xr[k * l.inner] - m));
       const auto log_s = static_cast<T>(std::log(s));
       for (int64_t k = 0; k < l.n; ++k) yr[k * l.inner] = xr[k * l.inner] - m - log_s;
     }
@@ -161,7 +157,8 @@ void log_softmax_backward_reference(const Tensor& y, const Tensor& g, Tensor& gx
       double total = 0;  // sum(grad)
       for (int64_t k = 0; k < l.n; ++k) total += static_cast<double>(gr[k * l.inner]);
       for (int64_t k = 0; k < l.n; ++k)
-        gxr[k * l.inner] = gr[k * l.inner] - exp_in(yr[k * l.inner]) * static_cast<T>(total);
+        gxr[k * l.inner] =
+            gr[k * l.inner] - vec_math::exp_t<T>(yr[k * l.inner]) * static_cast<T>(total);
     }
   });
 }
