@@ -78,11 +78,13 @@ int64_t check_index_target(const char* op, const Tensor& input, const Tensor& ta
   return count;
 }
 
-// The same, with the class dim restored (size 1) so it broadcasts against the input.
-Tensor class_position_grad(const Tensor& grad, Reduction r, double count, int64_t class_dim) {
+// The gradient reaching each position's loss (loss_common.h), with the class dim cd restored
+// (size 1) so it broadcasts against the input.
+Tensor class_position_grad(const Tensor& grad, Reduction r, double count, int64_t cd) {
   Tensor g = position_grad(grad, r, count);
-  return r == Reduction::None ? g.unsqueeze(class_dim) : g;
+  return r == Reduction::None ? g.unsqueeze(cd) : g;
 }
+
 // Index targets as a distribution in input's shape: (1 - eps) at the target class plus eps / C
 // everywhere, and all zeros at ignored positions. Constant data (no autograd).
 Tensor target_distribution(const Shape& in_shape, DType dt, const Tensor& target,
@@ -106,7 +108,7 @@ Tensor target_distribution(const Shape& in_shape, DType dt, const Tensor& target
 }
 
 // 1 at counted positions, 0 at ignored ones, shaped (N, 1, d1, ...) in dtype dt.
-Tensor valid_positions(const Tensor& target, int64_t ignore_index, int64_t class_dim, DType dt) {
+Tensor valid_positions(const Tensor& target, int64_t ignore_index, int64_t cd, DType dt) {
   Tensor t = target.contiguous(), v = empty(target.shape(), dt);
   const int64_t* tp = t.data_ptr<int64_t>();
   dispatch_float(dt, "cross_entropy", [&](auto tag) {
@@ -115,7 +117,7 @@ Tensor valid_positions(const Tensor& target, int64_t ignore_index, int64_t class
     const int64_t P = t.numel();
     for (int64_t p = 0; p < P; ++p) vp[p] = tp[p] == ignore_index ? T(0) : T(1);
   });
-  return v.unsqueeze(class_dim);
+  return v.unsqueeze(cd);
 }
 
 void check_smoothing(double eps) {
@@ -159,24 +161,25 @@ void cross_entropy_reference(const Tensor& z, const Tensor& target, const RowLay
       for (int64_t c = 0; c < l.n; ++c)
         s += static_cast<double>(vec_math::exp_t<T>(row[c * l.inner] - m));
       const double lse_p = static_cast<double>(m) + std::log(s);
-      double& loss = per[static_cast<size_t>(p)];
       if (probs) {
         const T* q = qp + l.row_start(p);
-        loss = 0;
+        double loss = 0;
         for (int64_t c = 0; c < l.n; ++c)
           loss +=
               ((1.0 - eps) * double(q[c * l.inner]) + eps / C) * (lse_p - double(row[c * l.inner]));
+        per[static_cast<size_t>(p)] = loss;
         continue;
       }
       const int64_t t = tp[p];
       if (t == opts.ignore_index) continue;
-      lse[p] = lse_p;
-      loss = lse_p - (1.0 - eps) * double(row[t * l.inner]);
+      double loss = lse_p - (1.0 - eps) * double(row[t * l.inner]);
       if (eps != 0.0) {
         double zsum = 0;
         for (int64_t c = 0; c < l.n; ++c) zsum += double(row[c * l.inner]);
         loss -= eps / C * zsum;
       }
+      lse[p] = lse_p;
+      per[static_cast<size_t>(p)] = loss;
     }
   });
 }
