@@ -9,7 +9,7 @@
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/pointwise.h"
-#include "ops/reduce_layout.h"
+#include "ops/row_layout.h"
 
 namespace nabla {
 namespace {
@@ -49,20 +49,22 @@ Shape reduced_shape(const Shape& shape, int64_t dim, bool keepdim) {
 // Values and indices of the max/min along dim (no autograd).
 template <bool IsMax>
 ValuesIndices extreme_along(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
-  kernels::Lanes l = kernels::lanes(op, x, dim);
+  const int64_t d = kernels::checked_dim(op, dim, x.shape());
+  const kernels::RowLayout l = kernels::row_layout(x.shape(), d);
   if (l.n == 0)
     throw ShapeError(fmt::format("{}: cannot reduce dim {} of size 0 (input of shape {})", op, dim,
                                  shape_str(x.shape())));
-  const Shape out_shape = reduced_shape(x.shape(), l.dim, keepdim);
+  const Tensor xc = x.detach().contiguous();
+  const Shape out_shape = reduced_shape(x.shape(), d, keepdim);
   ValuesIndices r{empty(out_shape, x.dtype()), empty(out_shape, kInt64)};
   dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = l.data.data_ptr<T>();
+    const T* xp = xc.data_ptr<T>();
     T* vp = r.values.data_ptr<T>();
     int64_t* ip = r.indices.data_ptr<int64_t>();
-    parallel_for(l.outer * l.inner, l.n, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j) {  // j = o * inner + i indexes the output
-        const T* p = xp + (j / l.inner) * l.n * l.inner + j % l.inner;
+    parallel_for(l.rows(), l.n, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) {  // row j gives output element j
+        const T* p = xp + l.row_start(j);
         const int64_t k = extreme_index<IsMax>(p, l.n, l.inner);
         ip[j] = k;
         vp[j] = p[k * l.inner];
@@ -205,16 +207,18 @@ namespace {
 
 // Running sums along dim, forwards or backwards (no autograd). float32 accumulates in double.
 Tensor scan_kernel(const char* op, const Tensor& x, int64_t dim, bool reverse) {
-  kernels::Lanes l = kernels::lanes(op, x, dim);
+  const kernels::RowLayout l =
+      kernels::row_layout(x.shape(), kernels::checked_dim(op, dim, x.shape()));
+  const Tensor xc = x.detach().contiguous();
   Tensor y = empty(x.shape(), x.dtype());
   dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-    const T* xp = l.data.data_ptr<T>();
+    const T* xp = xc.data_ptr<T>();
     T* yp = y.data_ptr<T>();
-    parallel_for(l.outer * l.inner, l.n, [&](int64_t b, int64_t e) {
+    parallel_for(l.rows(), l.n, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) {
-        const int64_t base = (j / l.inner) * l.n * l.inner + j % l.inner;
+        const int64_t base = l.row_start(j);
         Acc acc = 0;
         for (int64_t s = 0; s < l.n; ++s) {
           const int64_t at = base + (reverse ? l.n - 1 - s : s) * l.inner;

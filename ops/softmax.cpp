@@ -1,182 +1,98 @@
-// The softmax family. Kernels view x as (outer, n, inner) around the softmax dim and run one row
-// (n elements, stride `inner`) per task; softmax over the last dim (inner == 1) is the contiguous
-// fast path. Row sums accumulate in double. Each backward runs a fused kernel, except under
-// create_graph, where the same formula is written with ops so that higher derivatives work.
+// The softmax family. Each section: the banner (math, what is saved), the plain reference kernel
+// (one row at a time, as the banner reads: the code to study, and the oracle of the tests), the
+// backward node, the forward. The tuned kernels in ops/kernels/softmax.h compute the same values
+// faster; they run unless NABLA_KERNELS=reference (ops/kernels/kernels.h). x is viewed as
+// (outer, n, inner) around the softmax dim (ops/row_layout.h): row r holds n elements, `inner`
+// apart. Row sums accumulate in double; exps are vec_math::exp_t, in T's own precision (libm's
+// for float64, a 2-ulp polynomial for float32: the tuned kernels' own, so that the two kinds of
+// kernel differ only in the order of their sums). Each backward runs a kernel, except when grad
+// mode is on (create_graph), where the same formula is written with ops so that higher
+// derivatives work.
 #include "ops/softmax.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <type_traits>
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
+#include "ops/kernels/kernels.h"
+#include "ops/kernels/softmax.h"
+#include "ops/math_constants.h"
 #include "ops/reduce.h"
+#include "ops/row_layout.h"
 #include "ops/unary.h"
 #include "ops/vec_math.h"
 
 namespace nabla {
-namespace {
-
-// x viewed as (outer, n, inner) around `dim`; a 0-d x is one row of one element.
-struct DimLayout {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-DimLayout dim_layout(const Shape& s, int64_t dim) {
-  DimLayout l;
-  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
-    if (d < dim) {
-      l.outer *= s[d];
-    } else if (d == dim) {
-      l.n = s[d];
-    } else {
-      l.inner *= s[d];
-    }
-  }
-  return l;
-}
-
-// Calls f(offset of the row's first element) for each of the outer * inner rows.
-template <class F>
-void for_each_row(const DimLayout& l, int64_t cost, F&& f) {
-  parallel_for(l.outer * l.inner, l.n * cost, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) f((r / l.inner) * l.n * l.inner + r % l.inner);
-  });
-}
-
-template <class T>
-constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-
-// One row of softmax / log_softmax. NOTE: the row max is subtracted first, so exp never
-// overflows; a row of only -inf gives NaN, as in PyTorch. The `omp simd` reductions let the
-// compiler reorder the sums and the max across vector lanes (plain loops must keep their order).
-template <class T, bool Log, bool Contig>
-void softmax_row(const T* __restrict x, T* __restrict y, int64_t n, int64_t stride) {
-  const int64_t st = Contig ? 1 : stride;
-  T m = kNegInf<T>;
-#pragma omp simd reduction(max : m)
-  for (int64_t k = 0; k < n; ++k) m = x[k * st] > m ? x[k * st] : m;
-  double s = 0;
-  if constexpr (Log) {
-#pragma omp simd reduction(+ : s)
-    for (int64_t k = 0; k < n; ++k) s += static_cast<double>(vec_math::exp_t<T>(x[k * st] - m));
-    const T lse = static_cast<T>(std::log(s));
-    for (int64_t k = 0; k < n; ++k) y[k * st] = x[k * st] - m - lse;
-  } else {
-    // Two loops (a map, then a sum) vectorise where the fused one does not.
-    for (int64_t k = 0; k < n; ++k) y[k * st] = vec_math::exp_t<T>(x[k * st] - m);
-    T inv;
-    if constexpr (std::is_same_v<T, float>) {
-      // NOTE: float lanes, not double: the terms are in (0, 1] and one of them is 1, so each
-      // lane's partial sum loses at most n/16 ulp; double sums ran at half the vector width.
-      float sf = 0;
-#pragma omp simd reduction(+ : sf)
-      for (int64_t k = 0; k < n; ++k) sf += y[k * st];
-      inv = 1.0f / sf;
-    } else {
-#pragma omp simd reduction(+ : s)
-      for (int64_t k = 0; k < n; ++k) s += static_cast<double>(y[k * st]);
-      inv = static_cast<T>(1.0 / s);
-    }
-    for (int64_t k = 0; k < n; ++k) y[k * st] *= inv;
-  }
-}
-
-// One row of the backward: softmax:     grad_x = y * (g - sum(g * y))
-//                          log_softmax: grad_x = g - exp(y) * sum(g)
-template <class T, bool Log, bool Contig>
-void softmax_backward_row(const T* y, const T* g, T* gx, int64_t n, int64_t stride) {
-  const int64_t st = Contig ? 1 : stride;
-  double acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t k = 0; k < n; ++k)
-    acc += static_cast<double>(Log ? g[k * st] : g[k * st] * y[k * st]);
-  const T a = static_cast<T>(acc);
-  for (int64_t k = 0; k < n; ++k)
-    gx[k * st] = Log ? g[k * st] - vec_math::exp_t<T>(y[k * st]) * a : y[k * st] * (g[k * st] - a);
-}
-
-template <bool Log>
-Tensor softmax_kernel(const Tensor& x_in, int64_t dim) {
-  Tensor x = x_in.detach().contiguous();
-  Tensor y = empty(x.shape(), x.dtype());
-  const DimLayout l = dim_layout(x.shape(), dim);
-  dispatch_float(x.dtype(), Log ? "log_softmax" : "softmax", [&](auto tag) {
-    using T = decltype(tag);
-    const T* xp = x.data_ptr<T>();
-    T* yp = y.data_ptr<T>();
-    for_each_row(l, 8, [&](int64_t o) {
-      if (l.inner == 1) {
-        softmax_row<T, Log, true>(xp + o, yp + o, l.n, 1);
-      } else {
-        softmax_row<T, Log, false>(xp + o, yp + o, l.n, l.inner);
-      }
-    });
-  });
-  return y;
-}
-
-template <bool Log>
-Tensor softmax_backward_kernel(const Tensor& y_in, const Tensor& grad_in, int64_t dim) {
-  Tensor y = y_in.detach().contiguous(), g = grad_in.detach().contiguous();
-  Tensor gx = empty(y.shape(), y.dtype());
-  const DimLayout l = dim_layout(y.shape(), dim);
-  dispatch_float(y.dtype(), Log ? "log_softmax" : "softmax", [&](auto tag) {
-    using T = decltype(tag);
-    const T* yp = y.data_ptr<T>();
-    const T* gp = g.data_ptr<T>();
-    T* gxp = gx.data_ptr<T>();
-    for_each_row(l, 4, [&](int64_t o) {
-      if (l.inner == 1) {
-        softmax_backward_row<T, Log, true>(yp + o, gp + o, gxp + o, l.n, 1);
-      } else {
-        softmax_backward_row<T, Log, false>(yp + o, gp + o, gxp + o, l.n, l.inner);
-      }
-    });
-  });
-  return gx;
-}
-
-// grad_x = y * (grad - sum(grad * y, dim)): the kernel, or ops when the backward is recorded.
-Tensor softmax_grad(const Tensor& grad, const Tensor& y, int64_t dim) {
-  if (GradMode::enabled()) return mul(y, sub(grad, sum(mul(grad, y), {dim}, true)));
-  return softmax_backward_kernel<false>(y, grad, dim);
-}
-
-// Per-row max along `dim`, detached, keepdim shape. Subtracting it changes neither softmax's
-// value nor its gradient (softmax is shift-invariant) and keeps exp from overflowing.
-Tensor row_max_detached(const Tensor& x_in, int64_t dim) {
-  Tensor x = x_in.detach().contiguous();
-  Shape out_shape = x.shape();
-  if (!out_shape.empty()) out_shape[static_cast<size_t>(dim)] = 1;
-  Tensor m = empty(out_shape, x.dtype());
-  const DimLayout l = dim_layout(x.shape(), dim);
-  dispatch_float(x.dtype(), "softmax", [&](auto tag) {
-    using T = decltype(tag);
-    const T* xp = x.data_ptr<T>();
-    T* mp = m.data_ptr<T>();
-    for (int64_t o = 0; o < l.outer; ++o)
-      for (int64_t i = 0; i < l.inner; ++i) {
-        T v = kNegInf<T>;
-        for (int64_t k = 0; k < l.n; ++k) v = std::max(v, xp[(o * l.n + k) * l.inner + i]);
-        mp[o * l.inner + i] = v;
-      }
-  });
-  return m;
-}
-
-}  // namespace
+using kernels::RowLayout;
 
 // ----------------------------------------------------------------------------
 // softmax
 //   forward:   y = exp(x - max) / sum(exp(x - max))       along dim
 //   backward:  grad_x = y * (grad - sum(grad * y, dim))    saves the output y
+// NOTE: the row max is subtracted first, so exp never overflows (softmax is shift-invariant);
+// a row of only -inf gives NaN, as in PyTorch.
+namespace {
+
+void softmax_reference(const Tensor& x, Tensor& y, const RowLayout& l) {
+  dispatch_float(x.dtype(), "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    for (int64_t r = 0; r < l.rows(); ++r) {
+      const T* xr = xp + l.row_start(r);  // element k of the row is xr[k * l.inner]
+      T* yr = yp + l.row_start(r);
+      T m = kNegInf<T>;
+      for (int64_t k = 0; k < l.n; ++k) m = std::max(m, xr[k * l.inner]);
+      double s = 0;
+      for (int64_t k = 0; k < l.n; ++k)
+        s += static_cast<double>(vec_math::exp_t<T>(xr[k * l.inner] - m));
+      for (int64_t k = 0; k < l.n; ++k)
+        yr[k * l.inner] =
+            static_cast<T>(static_cast<double>(vec_math::exp_t<T>(xr[k * l.inner] - m)) / s);
+    }
+  });
+}
+
+void softmax_backward_reference(const Tensor& y, const Tensor& g, Tensor& gx, const RowLayout& l) {
+  dispatch_float(y.dtype(), "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T *yp = y.data_ptr<T>(), *gp = g.data_ptr<T>();
+    T* gxp = gx.data_ptr<T>();
+    for (int64_t r = 0; r < l.rows(); ++r) {
+      const int64_t o = l.row_start(r);
+      const T *yr = yp + o, *gr = gp + o;
+      T* gxr = gxp + o;
+      double dot = 0;  // sum(grad * y)
+      for (int64_t k = 0; k < l.n; ++k)
+        dot += static_cast<double>(gr[k * l.inner] * yr[k * l.inner]);
+      for (int64_t k = 0; k < l.n; ++k)
+        gxr[k * l.inner] = yr[k * l.inner] * (gr[k * l.inner] - static_cast<T>(dot));
+    }
+  });
+}
+
+// grad_x = y * (grad - sum(grad * y, dim)): a kernel, or ops when the backward is recorded.
+// Shared with masked_softmax, whose y is 0 at masked positions.
+Tensor softmax_grad(const Tensor& grad, const Tensor& y_in, int64_t dim) {
+  if (GradMode::enabled()) return mul(y_in, sub(grad, sum(mul(grad, y_in), {dim}, true)));
+  Tensor y = y_in.detach().contiguous(), g = grad.detach().contiguous();
+  Tensor gx = empty(y.shape(), y.dtype());
+  const RowLayout l = kernels::row_layout(y.shape(), dim);
+  if (kernels::tuned_enabled()) {
+    kernels::softmax_backward(y, g, gx, l, /*log=*/false);
+  } else {
+    softmax_backward_reference(y, g, gx, l);
+  }
+  return gx;
+}
+
+}  // namespace
+
 struct SoftmaxBackward final : Node {
   SavedTensor y{this};
   int64_t dim;
@@ -189,7 +105,13 @@ struct SoftmaxBackward final : Node {
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   dim = normalize_dim("softmax", dim, x.dim());
-  Tensor y = softmax_kernel<false>(x, dim);
+  Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
+  const RowLayout l = kernels::row_layout(x.shape(), dim);
+  if (kernels::tuned_enabled()) {
+    kernels::softmax_forward(xc, y, l, /*log=*/false);
+  } else {
+    softmax_reference(xc, y, l);
+  }
   if (auto node = make_node<SoftmaxBackward>({&x}, dim)) {
     node->y.save(y, /*is_output=*/true);
     set_history(y, node);
@@ -201,6 +123,48 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 // log_softmax
 //   forward:   y = x - max - log(sum(exp(x - max)))        along dim
 //   backward:  grad_x = grad - exp(y) * sum(grad, dim)     saves the output y
+namespace {
+
+void log_softmax_reference(const Tensor& x, Tensor& y, const RowLayout& l) {
+  dispatch_float(x.dtype(), "log_softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    for (int64_t r = 0; r < l.rows(); ++r) {
+      const T* xr = xp + l.row_start(r);  // element k of the row is xr[k * l.inner]
+      T* yr = yp + l.row_start(r);
+      T m = kNegInf<T>;
+      for (int64_t k = 0; k < l.n; ++k) m = std::max(m, xr[k * l.inner]);
+      double s = 0;
+      for (int64_t k = 0; k < l.n; ++k)
+        s += static_cast<double>(vec_math::exp_t<T>(xr[k * l.inner] - m));
+      const auto log_s = static_cast<T>(std::log(s));
+      for (int64_t k = 0; k < l.n; ++k) yr[k * l.inner] = xr[k * l.inner] - m - log_s;
+    }
+  });
+}
+
+void log_softmax_backward_reference(const Tensor& y, const Tensor& g, Tensor& gx,
+                                    const RowLayout& l) {
+  dispatch_float(y.dtype(), "log_softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T *yp = y.data_ptr<T>(), *gp = g.data_ptr<T>();
+    T* gxp = gx.data_ptr<T>();
+    for (int64_t r = 0; r < l.rows(); ++r) {
+      const int64_t o = l.row_start(r);
+      const T *yr = yp + o, *gr = gp + o;
+      T* gxr = gxp + o;
+      double total = 0;  // sum(grad)
+      for (int64_t k = 0; k < l.n; ++k) total += static_cast<double>(gr[k * l.inner]);
+      for (int64_t k = 0; k < l.n; ++k)
+        gxr[k * l.inner] =
+            gr[k * l.inner] - vec_math::exp_t<T>(yr[k * l.inner]) * static_cast<T>(total);
+    }
+  });
+}
+
+}  // namespace
+
 struct LogSoftmaxBackward final : Node {
   SavedTensor y{this};
   int64_t dim;
@@ -208,14 +172,28 @@ struct LogSoftmaxBackward final : Node {
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor yv = y.get();
     if (GradMode::enabled()) return {sub(grad, mul(exp(yv), sum(grad, {dim}, true)))};
-    return {softmax_backward_kernel<true>(yv, grad, dim)};
+    Tensor yc = yv.detach().contiguous(), g = grad.detach().contiguous();
+    Tensor gx = empty(yc.shape(), yc.dtype());
+    const RowLayout l = kernels::row_layout(yc.shape(), dim);
+    if (kernels::tuned_enabled()) {
+      kernels::softmax_backward(yc, g, gx, l, /*log=*/true);
+    } else {
+      log_softmax_backward_reference(yc, g, gx, l);
+    }
+    return {gx};
   }
   const char* name() const override { return "LogSoftmaxBackward"; }
 };
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   dim = normalize_dim("log_softmax", dim, x.dim());
-  Tensor y = softmax_kernel<true>(x, dim);
+  Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
+  const RowLayout l = kernels::row_layout(x.shape(), dim);
+  if (kernels::tuned_enabled()) {
+    kernels::softmax_forward(xc, y, l, /*log=*/true);
+  } else {
+    log_softmax_reference(xc, y, l);
+  }
   if (auto node = make_node<LogSoftmaxBackward>({&x}, dim)) {
     node->y.save(y, /*is_output=*/true);
     set_history(y, node);
@@ -259,9 +237,31 @@ std::pair<Tensor, Tensor> masked_logits(const Tensor& x, const Tensor& mask, Mas
   return {add(x.detach(), mask.detach()).contiguous(), Tensor()};
 }
 
-template <class T>
-bool live(const T* z, const bool* keep, int64_t k) {
-  return (keep == nullptr || keep[k]) && z[k] != kNegInf<T>;
+using kernels::is_live;  // kept by the mask and z > -inf
+
+// One row of n at a time; the rows are contiguous (the mask is over the last dim).
+void masked_softmax_reference(const Tensor& z, const Tensor& keep, Tensor& y, int64_t n) {
+  const int64_t rows = n == 0 ? 0 : z.numel() / n;
+  dispatch_float(z.dtype(), "masked_softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* zp = z.data_ptr<T>();
+    const bool* kp = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+    T* yp = y.data_ptr<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* zr = zp + r * n;
+      const bool* kr = kp ? kp + r * n : nullptr;
+      T* yr = yp + r * n;
+      T m = kNegInf<T>;
+      for (int64_t k = 0; k < n; ++k)
+        if (is_live(zr, kr, k)) m = std::max(m, zr[k]);
+      double s = 0;
+      for (int64_t k = 0; k < n; ++k)
+        if (is_live(zr, kr, k)) s += static_cast<double>(std::exp(zr[k] - m));
+      for (int64_t k = 0; k < n; ++k)
+        yr[k] = is_live(zr, kr, k) ? static_cast<T>(static_cast<double>(std::exp(zr[k] - m)) / s)
+                                   : T(0);
+    }
+  });
 }
 
 }  // namespace
@@ -280,34 +280,11 @@ Tensor masked_softmax(const Tensor& x, const Tensor& mask, MaskKind kind) {
   check_mask(x, mask, kind);
   auto [z, keep] = masked_logits(x, mask, kind);
   Tensor y = empty(x.shape(), x.dtype());
-  const int64_t n = x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
-  dispatch_float(x.dtype(), "masked_softmax", [&](auto tag) {
-    using T = decltype(tag);
-    const T* zp = z.data_ptr<T>();
-    const bool* kp = keep.defined() ? keep.data_ptr<bool>() : nullptr;
-    T* yp = y.data_ptr<T>();
-    parallel_for(rows, n * 8, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        const T* zr = zp + r * n;
-        const bool* kr = kp ? kp + r * n : nullptr;
-        T* yr = yp + r * n;
-        T m = kNegInf<T>;
-        bool any = false;
-        for (int64_t k = 0; k < n; ++k)
-          if (live(zr, kr, k)) {
-            any = true;
-            m = std::max(m, zr[k]);
-          }
-        double s = 0;
-        for (int64_t k = 0; k < n; ++k) {
-          yr[k] = any && live(zr, kr, k) ? std::exp(zr[k] - m) : T(0);
-          s += static_cast<double>(yr[k]);
-        }
-        const T inv = any ? static_cast<T>(1.0 / s) : T(0);
-        for (int64_t k = 0; k < n; ++k) yr[k] *= inv;
-      }
-    });
-  });
+  if (kernels::tuned_enabled()) {
+    kernels::masked_softmax_forward(z, keep, y, x.size(-1));
+  } else {
+    masked_softmax_reference(z, keep, y, x.size(-1));
+  }
   if (auto node = make_node<MaskedSoftmaxBackward>({&x, &mask})) {
     node->y.save(y, /*is_output=*/true);
     set_history(y, node);
@@ -348,6 +325,30 @@ Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
 
 // ----------------------------------------------------------------------------
 // Composite twins
+namespace {
+
+// Per-row max along `dim`, detached, keepdim shape. Subtracting it changes neither softmax's
+// value nor its gradient (softmax is shift-invariant) and keeps exp from overflowing.
+Tensor row_max_detached(const Tensor& x_in, int64_t dim) {
+  Tensor x = x_in.detach().contiguous();
+  Shape out_shape = x.shape();
+  if (!out_shape.empty()) out_shape[static_cast<size_t>(dim)] = 1;
+  Tensor m = empty(out_shape, x.dtype());
+  const RowLayout l = kernels::row_layout(x.shape(), dim);
+  dispatch_float(x.dtype(), "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data_ptr<T>();
+    T* mp = m.data_ptr<T>();
+    for (int64_t r = 0; r < l.rows(); ++r) {
+      T v = kNegInf<T>;
+      for (int64_t k = 0; k < l.n; ++k) v = std::max(v, xp[l.row_start(r) + k * l.inner]);
+      mp[r] = v;
+    }
+  });
+  return m;
+}
+
+}  // namespace
 Tensor softmax_composite(const Tensor& x, int64_t dim) {
   dim = normalize_dim("softmax", dim, x.dim());
   Tensor e = exp(sub(x, row_max_detached(x, dim)));
@@ -379,9 +380,9 @@ Tensor masked_softmax_composite(const Tensor& x, const Tensor& mask, MaskKind ki
       const bool* kr = kp ? kp + r * n : nullptr;
       T m = kNegInf<T>;
       for (int64_t k = 0; k < n; ++k)
-        if (live(zr, kr, k)) m = std::max(m, zr[k]);
+        if (is_live(zr, kr, k)) m = std::max(m, zr[k]);
       for (int64_t k = 0; k < n; ++k) {
-        const bool on = live(zr, kr, k);
+        const bool on = is_live(zr, kr, k);
         lp[r * n + k] = on ? T(1) : T(0);
         sp[r * n + k] = on ? m : (std::isfinite(zr[k]) ? zr[k] : T(0));
       }

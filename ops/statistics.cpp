@@ -1,4 +1,4 @@
-// var, std, logsumexp, norm. Forward kernels reduce contiguous rows (see reduce_layout.h) and
+// var, std, logsumexp, norm. Forward kernels reduce contiguous rows (see row_layout.h) and
 // accumulate in double. Backward formulas are written with ops, so gradients of gradients work;
 // masks that guard a division are constants of the backward.
 #include "ops/statistics.h"
@@ -12,7 +12,7 @@
 #include "ops/compare.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
-#include "ops/reduce_layout.h"
+#include "ops/row_layout.h"
 #include "ops/unary.h"
 
 namespace nabla {

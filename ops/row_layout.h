@@ -1,6 +1,7 @@
-// Reduction layouts shared by reduce_dim.cpp and statistics.cpp: they validate dims (errors name
-// the op, the dim and the input shape) and lay the input out so that the elements reduced into
-// one output element form one contiguous run. No autograd here.
+// How ops see a tensor along dims, shared by every op that works row by row: the validated dim
+// (errors name the op, the dim and the input shape), the (outer, n, inner) view around one dim
+// (softmax, log_softmax, cross_entropy's classes, max/argmax, cumsum), and the "reduced dims last"
+// view of the multi-dim reductions (var, std, logsumexp, norm). No autograd here.
 #pragma once
 #include <fmt/format.h>
 
@@ -22,21 +23,24 @@ inline int64_t checked_dim(const char* op, int64_t dim, const Shape& shape) {
   return dim < 0 ? dim + std::max<int64_t>(nd, 1) : dim;
 }
 
-// x seen along one dim as (outer, n, inner) over contiguous data: element k of lane (o, i) is
-// data[(o * n + k) * inner + i]. A 0-d x is one lane of length 1.
-struct Lanes {
-  Tensor data;  // contiguous, detached
-  int64_t dim = 0, outer = 1, n = 1, inner = 1;
+// A tensor of shape s, contiguous, seen around one dim as (outer, n, inner): outer is the product
+// of the dims before it, n its size, inner the product of the dims after it. Row r (of outer *
+// inner) holds the n elements data[row_start(r) + k * inner]; with inner == 1 rows are contiguous.
+// A 0-d tensor is one row of one element.
+struct RowLayout {
+  int64_t outer = 1, n = 1, inner = 1;
+  int64_t rows() const { return outer * inner; }
+  int64_t row_start(int64_t r) const { return (r / inner) * n * inner + r % inner; }
 };
 
-inline Lanes lanes(const char* op, const Tensor& x, int64_t dim) {
-  Lanes l;
-  l.dim = checked_dim(op, dim, x.shape());
-  l.data = x.detach().contiguous();
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d < l.dim) l.outer *= x.size(d);
-    if (d == l.dim) l.n = x.size(d);
-    if (d > l.dim) l.inner *= x.size(d);
+// dim must already be wrapped into [0, ndim) (checked_dim, normalize_dim).
+inline RowLayout row_layout(const Shape& s, int64_t dim) {
+  RowLayout l;
+  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
+    const int64_t size = s[static_cast<size_t>(d)];
+    if (d < dim) l.outer *= size;
+    if (d == dim) l.n = size;
+    if (d > dim) l.inner *= size;
   }
   return l;
 }
