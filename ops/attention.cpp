@@ -43,52 +43,6 @@ namespace {
 constexpr const char* kOp = "scaled_dot_product_attention";
 using Problem = kernels::SdpaProblem;
 
-// A new tensor of `shape` whose dims lie in memory in the order of t's strides, the last dim
-// innermost (ties keep the dim order): a result "like" t, as PyTorch's preserve_format gives.
-Tensor empty_in_layout_of(const Tensor& t, const Shape& shape) {
-  const int64_t nd = t.dim();
-  std::vector<int64_t> order(static_cast<size_t>(nd - 1));
-  for (int64_t d = 0; d < nd - 1; ++d) order[static_cast<size_t>(d)] = d;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
-  order.push_back(nd - 1);
-  Shape physical, inverse(static_cast<size_t>(nd));
-  for (size_t i = 0; i < order.size(); ++i) {
-    physical.push_back(shape[static_cast<size_t>(order[i])]);
-    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-  }
-  return empty(physical, t.dtype()).permute(inverse);
-}
-
-// The weights softmax(scale q k^T + mask) with the causal limit, materialised (..., L, S).
-Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, bool causal,
-                         double scale) {
-  const int64_t L = q.size(-2), S = k.size(-2);
-  Tensor scores = matmul(mul(q, scale), k.mT());
-  Tensor m = mask;
-  if (causal) {
-    Tensor keep = le(arange(S).view({1, S}), arange(L).view({L, 1}));  // key s <= query l
-    if (!m.defined()) {
-      m = keep;
-    } else if (m.dtype() == kBool) {
-      m = logical_and(m, keep);
-    } else {
-      m = add(m, masked_fill(zeros({L, S}, m.dtype()), logical_not(keep),
-                             -std::numeric_limits<double>::infinity()));
-    }
-  }
-  if (!m.defined()) return softmax(scores, -1);
-  return masked_softmax(scores, m, m.dtype() == kBool ? MaskKind::Bool : MaskKind::Additive);
-}
-
-// The dropout multipliers Z (keep / (1 - p), or 0) of the (..., L, S) weights for counters from
-// `first`, as a constant tensor.
-Tensor dropout_multipliers(const Shape& shape, DType dt, const Problem& pr) {
-  Generator gen(pr.seed);
-  gen.set_state(pr.seed, pr.first);
-  return dropout(ones(shape, dt), pr.p, true, gen);
-}
-
 // ----------------------------------------------------------------------------
 // Reference kernels: one query row at a time, in double, as the banner writes the math.
 
@@ -249,6 +203,54 @@ void backward_reference(const Tensor& q, const Tensor& k, const Tensor& v, const
 }
 
 // ----------------------------------------------------------------------------
+// The backward node and the forward.
+
+// A new tensor of `shape` whose dims lie in memory in the order of t's strides, the last dim
+// innermost (ties keep the dim order): a result "like" t, as PyTorch's preserve_format gives.
+Tensor empty_in_layout_of(const Tensor& t, const Shape& shape) {
+  const int64_t nd = t.dim();
+  std::vector<int64_t> order(static_cast<size_t>(nd - 1));
+  for (int64_t d = 0; d < nd - 1; ++d) order[static_cast<size_t>(d)] = d;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  order.push_back(nd - 1);
+  Shape physical, inverse(static_cast<size_t>(nd));
+  for (size_t i = 0; i < order.size(); ++i) {
+    physical.push_back(shape[static_cast<size_t>(order[i])]);
+    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  return empty(physical, t.dtype()).permute(inverse);
+}
+
+// The weights softmax(scale q k^T + mask) with the causal limit, materialised (..., L, S).
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, bool causal,
+                         double scale) {
+  const int64_t L = q.size(-2), S = k.size(-2);
+  Tensor scores = matmul(mul(q, scale), k.mT());
+  Tensor m = mask;
+  if (causal) {
+    Tensor keep = le(arange(S).view({1, S}), arange(L).view({L, 1}));  // key s <= query l
+    if (!m.defined()) {
+      m = keep;
+    } else if (m.dtype() == kBool) {
+      m = logical_and(m, keep);
+    } else {
+      m = add(m, masked_fill(zeros({L, S}, m.dtype()), logical_not(keep),
+                             -std::numeric_limits<double>::infinity()));
+    }
+  }
+  if (!m.defined()) return softmax(scores, -1);
+  return masked_softmax(scores, m, m.dtype() == kBool ? MaskKind::Bool : MaskKind::Additive);
+}
+
+// The dropout multipliers Z (keep / (1 - p), or 0) of the (..., L, S) weights for counters from
+// `first`, as a constant tensor.
+Tensor dropout_multipliers(const Shape& shape, DType dt, const Problem& pr) {
+  Generator gen(pr.seed);
+  gen.set_state(pr.seed, pr.first);
+  return dropout(ones(shape, dt), pr.p, true, gen);
+}
+
 // SdpaBackward: the tuned or the reference backward kernel; under create_graph, the same formulas
 // written with ops (differentiable, but O(L * S) memory).
 struct SdpaBackward final : Node {

@@ -146,42 +146,43 @@ TEST_CASE("linear_activation: tuned kernels against the reference", "[ops][kerne
     for (LinearActivation act :
          {LinearActivation::ReLU, LinearActivation::GELU, LinearActivation::GELUTanh})
       for (auto [M, in, out] : std::vector<std::array<int64_t, 3>>{
-               {0, 3, 2}, {1, 1, 1}, {5, 0, 3}, {6, 4, 5}, {2, 3, 300}, {700, 8, 300}}) {
-        INFO(dtype_name(dt) << " act " << static_cast<int>(act) << " M " << M << " in " << in
-                            << " out " << out);
-        Generator g(8);
-        Tensor x = randn({in, M}, g, dt).t().requires_grad_();  // strided
-        Tensor w = randn({out, in}, g, dt).requires_grad_();
-        Tensor b = randn({out}, g, dt).requires_grad_();
-        auto fn = [act](const std::vector<Tensor>& v) {
-          return linear_activation(v[0], v[1], v[2], act);
-        };
-        const KernelComparison c = compare_kernels(fn, {x, w, b});
-        // Forward: linear's bound through an activation of slope <= 1.13, plus, for float32
-        // exact GELU, vec_math::erf's 4e-7 |z| (see the gelu test).
-        const bool erf_differs = dt == kFloat32 && act == LinearActivation::GELU;
-        const double per_magnitude =
-            1.13 * static_cast<double>(in + 4) * unit_roundoff(dt) + (erf_differs ? 4e-7 : 0.0);
-        test::check_within(c.tuned, c.reference, mul(magnitude(x, w, b), per_magnitude));
-        // Backward on one graph: grad_z = g act'(saved) and the bias gradient's column sums in
-        // row order are the same arithmetic, bit for bit, except float32 exact GELU's erf: its
-        // act' within 6e-7, so grad_z within 6e-7 |g|, and the products with W and x within
-        // that times |W| and |x| (plus both products' rounding, 2 (K + 2) u).
-        if (!erf_differs) {
-          for (size_t i = 0; i < 3; ++i) {
-            INFO("gradient " << i);
-            CHECK_BITWISE(c.tuned_grads[i], c.reference_grads[i]);
+               {0, 3, 2}, {1, 1, 1}, {5, 0, 3}, {6, 4, 5}, {2, 3, 300}, {700, 8, 300}})
+        for (bool strided : {false, true}) {
+          INFO(dtype_name(dt) << " act " << static_cast<int>(act) << " M " << M << " in " << in
+                              << " out " << out << " strided " << strided);
+          Generator g(8);
+          Tensor x = (strided ? randn({in, M}, g, dt).t() : randn({M, in}, g, dt)).requires_grad_();
+          Tensor w = randn({out, in}, g, dt).requires_grad_();
+          Tensor b = randn({out}, g, dt).requires_grad_();
+          auto fn = [act](const std::vector<Tensor>& v) {
+            return linear_activation(v[0], v[1], v[2], act);
+          };
+          const KernelComparison c = compare_kernels(fn, {x, w, b});
+          // Forward: linear's bound through an activation of slope <= 1.13, plus, for float32
+          // exact GELU, vec_math::erf's 4e-7 |z| (see the gelu test).
+          const bool erf_differs = dt == kFloat32 && act == LinearActivation::GELU;
+          const double per_magnitude =
+              1.13 * static_cast<double>(in + 4) * unit_roundoff(dt) + (erf_differs ? 4e-7 : 0.0);
+          test::check_within(c.tuned, c.reference, mul(magnitude(x, w, b), per_magnitude));
+          // Backward on one graph: grad_z = g act'(saved) and the bias gradient's column sums in
+          // row order are the same arithmetic, bit for bit, except float32 exact GELU's erf: its
+          // act' within 6e-7, so grad_z within 6e-7 |g|, and the products with W and x within
+          // that times |W| and |x| (plus both products' rounding, 2 (K + 2) u).
+          if (!erf_differs) {
+            for (size_t i = 0; i < 3; ++i) {
+              INFO("gradient " << i);
+              CHECK_BITWISE(c.tuned_grads[i], c.reference_grads[i]);
+            }
+            continue;
           }
-          continue;
+          Tensor up = abs64(test::upstream_grad({M, out}, dt));  // |grad_z| <= 1.13 |up|
+          auto per = [](int64_t K) {
+            return 1.13 * (6e-7 + 2.0 * static_cast<double>(K + 2) * 0x1.0p-24);
+          };
+          test::check_within(c.tuned_grads[0], c.reference_grads[0],
+                             mul(matmul(up, abs64(w)), per(out)));
+          test::check_within(c.tuned_grads[1], c.reference_grads[1],
+                             mul(matmul(up.t(), abs64(x)), per(M)));
+          test::check_within(c.tuned_grads[2], c.reference_grads[2], mul(sum(up, {0}), per(M)));
         }
-        Tensor up = abs64(test::upstream_grad({M, out}, dt));  // |grad_z| <= 1.13 |up|
-        auto per = [](int64_t K) {
-          return 1.13 * (6e-7 + 2.0 * static_cast<double>(K + 2) * 0x1.0p-24);
-        };
-        test::check_within(c.tuned_grads[0], c.reference_grads[0],
-                           mul(matmul(up, abs64(w)), per(out)));
-        test::check_within(c.tuned_grads[1], c.reference_grads[1],
-                           mul(matmul(up.t(), abs64(x)), per(M)));
-        test::check_within(c.tuned_grads[2], c.reference_grads[2], mul(sum(up, {0}), per(M)));
-      }
 }
