@@ -1,6 +1,7 @@
 // GELU and SiLU. gelu is fused: one kernel forward, one kernel for its derivative. The derivative
 // kernel is itself a recorded op (gelu_backward) whose backward uses primitive ops, so gradients
-// of any order work. gelu_composite is the reference built from primitive ops.
+// of any order work. gelu_composite is its twin built from primitive ops. The reference kernels
+// below are plain loops over gelu_math's formulas; the tuned ones are in ops/kernels/gelu.*.
 #include "ops/activation.h"
 
 #include <cmath>
@@ -11,9 +12,10 @@
 #include "ops/arithmetic.h"
 #include "ops/gelu_math.h"
 #include "ops/kernel_helpers.h"
+#include "ops/kernels/gelu.h"
+#include "ops/kernels/kernels.h"
 #include "ops/pointwise.h"
 #include "ops/unary.h"
-#include "ops/vec_math.h"
 
 namespace nabla {
 using namespace gelu_math;  // NOLINT(google-build-using-namespace): the per-element formulas
@@ -31,6 +33,66 @@ Tensor gelu_second_derivative(const Tensor& x, GeluApproximate a) {
 }
 
 }  // namespace
+
+// ----------------------------------------------------------------------------
+// gelu
+//   forward:   exact  y = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))
+//              tanh   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+//   backward:  grad_x = grad * gelu'(x)      (fused kernel gelu_backward, itself differentiable)
+//              exact  gelu'(x) = Phi(x) + x phi(x)
+//              tanh   gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+//              saves x
+namespace {
+
+// Reference kernels: one element at a time, with the formulas of ops/gelu_math.h.
+Tensor gelu_reference(const Tensor& x_in, GeluApproximate a) {
+  Tensor x = x_in.detach().contiguous(), y = empty(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), "gelu", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) yp[i] = gelu_value(xp[i], a);
+  });
+  return y;
+}
+
+// grad * gelu'(x), grad and x broadcast to one shape.
+Tensor gelu_backward_reference(const Tensor& grad_in, const Tensor& x_in, GeluApproximate a) {
+  kernels::check_same_dtype("gelu_backward", grad_in, x_in);
+  const Shape shape = broadcast_shapes("gelu_backward", grad_in.shape(), x_in.shape());
+  Tensor g = grad_in.detach().expand(shape).contiguous();
+  Tensor x = x_in.detach().expand(shape).contiguous(), y = empty(shape, x.dtype());
+  dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* gp = g.data_ptr<T>();
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    for (int64_t i = 0; i < y.numel(); ++i) yp[i] = gp[i] * gelu_derivative(xp[i], a);
+  });
+  return y;
+}
+
+}  // namespace
+
+struct GeluBackward final : Node {
+  SavedTensor x{this};
+  GeluApproximate approximate;
+  explicit GeluBackward(GeluApproximate a) : approximate(a) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    return {gelu_backward(grad, x.get(), approximate)};
+  }
+  const char* name() const override { return "GeluBackward"; }
+};
+
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  Tensor y = kernels::tuned_enabled() ? kernels::gelu_forward(x, approximate)
+                                      : gelu_reference(x, approximate);
+  if (auto node = make_node<GeluBackward>({&x}, approximate)) {
+    node->x.save(x);
+    set_history(y, node);
+  }
+  return y;
+}
 
 // ----------------------------------------------------------------------------
 // gelu_backward (the derivative kernel, recorded so that double backward works)
@@ -51,47 +113,10 @@ struct GeluBackwardBackward final : Node {
 };
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a) {
-  Tensor y = a == GeluApproximate::None
-                 ? kernels::map_binary_float(
-                       "gelu_backward", grad, x,
-                       [](auto g, auto v) { return g * gelu_derivative<GeluApproximate::None>(v); })
-                 : kernels::map_binary_float("gelu_backward", grad, x, [](auto g, auto v) {
-                     return g * gelu_derivative<GeluApproximate::Tanh>(v);
-                   });
+  Tensor y = kernels::tuned_enabled() ? kernels::gelu_grad(grad, x, a)
+                                      : gelu_backward_reference(grad, x, a);
   if (auto node = make_node<GeluBackwardBackward>({&grad, &x}, a)) {
     if (node->needs_input_grad(1)) node->grad_in.save(grad);
-    node->x.save(x);
-    set_history(y, node);
-  }
-  return y;
-}
-
-// ----------------------------------------------------------------------------
-// gelu
-//   forward:   exact  y = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))
-//              tanh   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-//   backward:  grad_x = grad * gelu'(x)      (fused kernel, itself differentiable)
-//              exact  gelu'(x) = Phi(x) + x phi(x)
-//              tanh   gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-//              saves x
-struct GeluBackward final : Node {
-  SavedTensor x{this};
-  GeluApproximate approximate;
-  explicit GeluBackward(GeluApproximate a) : approximate(a) {}
-  std::vector<Tensor> backward(const Tensor& grad) override {
-    return {gelu_backward(grad, x.get(), approximate)};
-  }
-  const char* name() const override { return "GeluBackward"; }
-};
-
-Tensor gelu(const Tensor& x, GeluApproximate approximate) {
-  // One loop per form, so the form is a constant inside it and the loop vectorises.
-  Tensor y = approximate == GeluApproximate::None
-                 ? kernels::map_float("gelu", x,
-                                      [](auto v) { return gelu_value<GeluApproximate::None>(v); })
-                 : kernels::map_float("gelu", x,
-                                      [](auto v) { return gelu_value<GeluApproximate::Tanh>(v); });
-  if (auto node = make_node<GeluBackward>({&x}, approximate)) {
     node->x.save(x);
     set_history(y, node);
   }

@@ -1,17 +1,19 @@
-// Fused scaled dot-product attention. Per head n (one slice of the leading dims):
-//   Q (L, E), K (S, E), V (S, Ev);  s = scale Q K^T + mask (causal keys -> -inf)
+// Scaled dot-product attention (Vaswani et al., 2017, sec. 3.2.1; d2l.ai sec. 11.3). Per head n
+// (one slice of the leading dims):
+//   Q (L, E), K (S, E), V (S, Ev);  s = scale Q K^T + mask (hidden keys, causal ones too: -inf)
 //   P = softmax(s) by rows;  Z = dropout multipliers (keep / (1 - p), or 0);  O = (P * Z) V
 //   lse = log(sum(exp(s))) per row
-// Forward, per query tile: an online softmax over key tiles. With m the running row max and l the
-//   running sum: acc = acc * exp(m_old - m) + (exp(s - m) * Z) V;  O = acc / l;  lse = m + log l.
-// Backward, per head (FlashAttention-2's formulas): D = rowsum(dO * O), then per (key tile,
-//   query tile): P = exp(s - lse), dV += (P Z)^T dO, dP = (dO V^T) Z, dS = P (dP - D),
-//   dQ += scale dS K, dK += scale dS^T Q.
-// Only score tiles of kQueryTile x kKeyTile live at a time, so memory is linear in L and S.
-// Every operand, inputs and results alike, is read or written in place through its strides: the
-// output and dq, dk, dv are laid out in memory like q, q, k, v. For heads split off a projection,
-// (B, H, L, d) views of (B, L, H, d) memory, the output then merges back into (B, L, E) as a
-// free view, and the gradients reach the projection without a copy.
+// Backward, with W = P * Z the weights that multiplied V:
+//   dV = W^T dO,  dP = (dO V^T) * Z,  dS = P * (dP - rowsum(P * dP)),  dQ = scale dS K,
+//   dK = scale dS^T Q.  rowsum(P * dP) = rowsum(dO * O), which the tuned kernel uses.
+// Saved: q, k, v, the mask, O and lse (P is recomputed from s and lse, and Z from the Philox
+// counters dropout() would use, so nothing of size L x S is kept).
+// The reference kernels below walk one query row at a time; the tuned, tiled (flash-style)
+// kernels are in ops/kernels/attention.*. Every operand, inputs and results alike, is read or
+// written in place through its strides: the output and dq, dk, dv are laid out in memory like
+// q, q, k, v. For heads split off a projection, (B, H, L, d) views of (B, L, H, d) memory, the
+// output then merges back into (B, L, E) as a free view, and the gradients reach the projection
+// without a copy.
 #include "ops/attention.h"
 
 #include <fmt/format.h>
@@ -19,65 +21,189 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/dropout.h"
 #include "ops/gemm.h"
+#include "ops/kernels/attention.h"
+#include "ops/kernels/kernels.h"
 #include "ops/linalg.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
-#include "ops/vec_math.h"
 
 namespace nabla {
 namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
-constexpr int64_t kQueryTile = 64;
-constexpr int64_t kKeyTile = 256;
+using Problem = kernels::SdpaProblem;
 
-template <class T>
-constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+// ----------------------------------------------------------------------------
+// Reference kernels: one query row at a time, in double, as the banner writes the math.
 
-// The sizes and switches of one call. N is the product of the leading dims.
-struct Problem {
-  int64_t N = 1, L = 0, S = 0, E = 0, Ev = 0;
-  double scale = 1, p = 0;
-  bool causal = false;
-  uint64_t seed = 0, first = 0;  // dropout counters, as dropout() would reserve them
+constexpr double kHidden = -std::numeric_limits<double>::infinity();  // a hidden key's score
+
+// Element (n, i, c) of the N (rows x cols) slices of an operand, read through its strides.
+template <class P>
+struct HeadView {
+  P base;
+  std::vector<int64_t> offsets;
+  int64_t row_stride, col_stride;
+  HeadView(P data, const Tensor& t, int64_t N)
+      : base(data),
+        offsets(kernels::slice_offsets(t, N)),
+        row_stride(t.stride(-2)),
+        col_stride(t.stride(-1)) {}
+  auto& operator()(int64_t n, int64_t i, int64_t c) const {
+    return base[offsets[n] + i * row_stride + c * col_stride];
+  }
 };
 
-// Element offsets of each of the N leading-dim slices of t (any strides, including 0).
-std::vector<int64_t> slice_offsets(const Tensor& t, int64_t N) {
-  const int64_t nb = t.dim() - 2;
-  std::vector<int64_t> off(static_cast<size_t>(N), 0);
-  for (int64_t n = 0; n < N; ++n) {
-    int64_t rest = n, o = 0;
-    for (int64_t d = nb - 1; d >= 0; --d) {
-      o += (rest % t.size(d)) * t.stride(d);
-      rest /= t.size(d);
-    }
-    off[static_cast<size_t>(n)] = o;
+template <class T>
+struct ReferenceInputs {
+  HeadView<const T*> q, k, v;
+  Tensor mask;  // broadcast to (..., L, S), or undefined
+  const Problem& pr;
+  Generator gen;  // the dropout words
+  ReferenceInputs(const Tensor& qt, const Tensor& kt, const Tensor& vt, const Tensor& m,
+                  const Problem& p)
+      : q(qt.data_ptr<T>(), qt, p.N),
+        k(kt.data_ptr<T>(), kt, p.N),
+        v(vt.data_ptr<T>(), vt, p.N),
+        pr(p),
+        gen(p.seed) {
+    if (!m.defined()) return;
+    Shape full(qt.shape().begin(), qt.shape().end() - 2);
+    full.push_back(p.L);
+    full.push_back(p.S);
+    mask = m.detach();
+    while (mask.dim() < static_cast<int64_t>(full.size())) mask = mask.unsqueeze(0);
+    mask = mask.expand(full);
   }
-  return off;
+
+  // Row i of head n's scores: s_j = scale q_i . k_j + mask_ij, or -inf for a hidden key.
+  void scores(int64_t n, int64_t i, std::vector<double>& s) const {
+    for (int64_t j = 0; j < pr.S; ++j) {
+      double dot = 0;
+      for (int64_t e = 0; e < pr.E; ++e) dot += double(q(n, i, e)) * k(n, j, e);
+      s[j] = pr.causal && j > i ? kHidden : pr.scale * dot;
+    }
+    if (!mask.defined()) return;
+    if (mask.dtype() == kBool) {
+      HeadView<const bool*> keep(mask.data_ptr<bool>(), mask, pr.N);
+      for (int64_t j = 0; j < pr.S; ++j)
+        if (!keep(n, i, j)) s[j] = kHidden;
+    } else {
+      HeadView<const T*> add(mask.data_ptr<T>(), mask, pr.N);
+      for (int64_t j = 0; j < pr.S; ++j) s[j] += add(n, i, j);
+    }
+  }
+
+  // Z_ij: element e = (n L + i) S + j of the (N, L, S) weights uses word e % 4 of Philox block
+  // first + e / 4, the counters dropout() would use for those weights.
+  double dropout_multiplier(int64_t n, int64_t i, int64_t j) const {
+    if (pr.p == 0) return 1;
+    const auto e = static_cast<uint64_t>((n * pr.L + i) * pr.S + j);
+    const uint32_t word = gen.block(pr.first + e / 4)[e % 4];
+    const auto threshold = static_cast<uint64_t>(std::ceil(pr.p * 0x1.0p32));
+    return word >= threshold ? 1 / (1 - pr.p) : 0;
+  }
+};
+
+// O_i = sum_j P_ij Z_ij V_j with P_i = softmax(s_i), and lse_i = log sum_j exp(s_ij).
+template <class T>
+void attention_forward_reference(const ReferenceInputs<T>& in, const Tensor& out_t,
+                                 const Tensor& lse_t) {
+  const Problem& pr = in.pr;
+  HeadView<T*> out(out_t.data_ptr<T>(), out_t, pr.N);
+  std::vector<double> s(pr.S), o(pr.Ev);
+  for (int64_t n = 0; n < pr.N; ++n) {
+    for (int64_t i = 0; i < pr.L; ++i) {
+      in.scores(n, i, s);
+      const double m = std::accumulate(s.begin(), s.end(), kHidden,
+                                       [](double a, double b) { return std::max(a, b); });
+      double sum = 0;  // stays 0 when every key is hidden: a zero row, lse = -inf
+      std::fill(o.begin(), o.end(), 0.0);
+      if (m != kHidden) {
+        for (double sj : s) sum += std::exp(sj - m);
+        for (int64_t j = 0; j < pr.S; ++j) {
+          const double w = std::exp(s[j] - m) / sum * in.dropout_multiplier(n, i, j);
+          for (int64_t c = 0; c < pr.Ev; ++c) o[c] += w * in.v(n, j, c);
+        }
+      }
+      for (int64_t c = 0; c < pr.Ev; ++c) out(n, i, c) = static_cast<T>(o[c]);
+      lse_t.data_ptr<T>()[n * pr.L + i] = static_cast<T>(m + std::log(sum));
+    }
+  }
 }
 
-// A matrix operand the BLAS tiles can read in place: unit stride along the last dim and rows that
-// do not overlap. Anything else is copied once.
-Tensor gemm_ready(const Tensor& t) {
-  const bool ok = t.stride(-1) == 1 || t.size(-1) <= 1;
-  const bool rows_ok = t.size(-2) <= 1 || t.stride(-2) >= std::max<int64_t>(t.size(-1), 1);
-  return ok && rows_ok ? t : t.contiguous();
+// dq, dk, dv by the banner's formulas, P_i recomputed as exp(s_i - lse_i).
+template <class T>
+void attention_backward_reference(const ReferenceInputs<T>& in, const Tensor& lse_t,
+                                  const Tensor& grad_t, const Tensor& dq_t, const Tensor& dk_t,
+                                  const Tensor& dv_t) {
+  const Problem& pr = in.pr;
+  HeadView<const T*> grad(grad_t.data_ptr<T>(), grad_t, pr.N);
+  HeadView<T*> dq(dq_t.data_ptr<T>(), dq_t, pr.N), dk(dk_t.data_ptr<T>(), dk_t, pr.N);
+  HeadView<T*> dv(dv_t.data_ptr<T>(), dv_t, pr.N);
+  std::vector<double> s(pr.S), p(pr.S), z(pr.S), dp(pr.S), ds(pr.S);
+  for (int64_t n = 0; n < pr.N; ++n) {
+    // dK and dV sum over every query row: accumulated per head, in double.
+    std::vector<double> dk_n(pr.S * pr.E, 0.0), dv_n(pr.S * pr.Ev, 0.0);
+    for (int64_t i = 0; i < pr.L; ++i) {
+      in.scores(n, i, s);
+      const double lse = lse_t.data_ptr<T>()[n * pr.L + i];
+      double rowsum = 0;  // rowsum(P * dP)
+      for (int64_t j = 0; j < pr.S; ++j) {
+        p[j] = lse == kHidden ? 0 : std::exp(s[j] - lse);
+        z[j] = in.dropout_multiplier(n, i, j);
+        double dw = 0;  // (dO V^T)_ij, the gradient of the weight P_ij Z_ij
+        for (int64_t c = 0; c < pr.Ev; ++c) dw += double(grad(n, i, c)) * in.v(n, j, c);
+        dp[j] = dw * z[j];
+        rowsum += p[j] * dp[j];
+      }
+      for (int64_t j = 0; j < pr.S; ++j) ds[j] = p[j] * (dp[j] - rowsum);
+      for (int64_t e = 0; e < pr.E; ++e) {
+        double dq_ie = 0;
+        for (int64_t j = 0; j < pr.S; ++j) dq_ie += ds[j] * in.k(n, j, e);
+        dq(n, i, e) = static_cast<T>(pr.scale * dq_ie);
+      }
+      for (int64_t j = 0; j < pr.S; ++j) {
+        for (int64_t e = 0; e < pr.E; ++e) dk_n[j * pr.E + e] += pr.scale * ds[j] * in.q(n, i, e);
+        for (int64_t c = 0; c < pr.Ev; ++c) dv_n[j * pr.Ev + c] += p[j] * z[j] * grad(n, i, c);
+      }
+    }
+    for (int64_t j = 0; j < pr.S; ++j) {
+      for (int64_t e = 0; e < pr.E; ++e) dk(n, j, e) = static_cast<T>(dk_n[j * pr.E + e]);
+      for (int64_t c = 0; c < pr.Ev; ++c) dv(n, j, c) = static_cast<T>(dv_n[j * pr.Ev + c]);
+    }
+  }
 }
 
-int64_t row_stride(const Tensor& t) {
-  return t.size(-2) <= 1 ? std::max<int64_t>(t.size(-1), 1) : t.stride(-2);
+void forward_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                       const Problem& pr, const Tensor& out, const Tensor& lse) {
+  dispatch_float(q.dtype(), kOp, [&](auto tag) {
+    using T = decltype(tag);
+    attention_forward_reference<T>(ReferenceInputs<T>(q, k, v, mask, pr), out, lse);
+  });
 }
+
+void backward_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                        const Problem& pr, const Tensor& lse, const Tensor& grad, const Tensor& dq,
+                        const Tensor& dk, const Tensor& dv) {
+  dispatch_float(q.dtype(), kOp, [&](auto tag) {
+    using T = decltype(tag);
+    attention_backward_reference<T>(ReferenceInputs<T>(q, k, v, mask, pr), lse, grad, dq, dk, dv);
+  });
+}
+
+// ----------------------------------------------------------------------------
+// The backward node and the forward.
 
 // A new tensor of `shape` whose dims lie in memory in the order of t's strides, the last dim
 // innermost (ties keep the dim order): a result "like" t, as PyTorch's preserve_format gives.
@@ -94,281 +220,6 @@ Tensor empty_in_layout_of(const Tensor& t, const Shape& shape) {
     inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
   }
   return empty(physical, t.dtype()).permute(inverse);
-}
-
-// The N matrices (..., rows, cols) of an operand: element offsets of each leading-dim slice and
-// the row stride (columns have unit stride).
-template <class P>
-struct Matrices {
-  P base;
-  std::vector<int64_t> off;
-  int64_t ld;
-  P at(int64_t n) const { return base + off[static_cast<size_t>(n)]; }
-};
-
-template <class T>
-Matrices<const T*> readable(const Tensor& t, int64_t N) {
-  return {t.data_ptr<T>(), slice_offsets(t, N), row_stride(t)};
-}
-template <class T>
-Matrices<T*> writable(Tensor& t, int64_t N) {
-  return {t.data_ptr<T>(), slice_offsets(t, N), row_stride(t)};
-}
-
-// The mask broadcast to (..., L, S) and read in place through its strides.
-struct MaskView {
-  enum class Kind { None, Keep, Additive } kind = Kind::None;
-  const void* data = nullptr;
-  std::vector<int64_t> offsets;
-  int64_t stride_l = 0, stride_s = 0;
-};
-
-MaskView mask_view(const Tensor& mask, const Shape& full, int64_t N) {
-  MaskView mv;
-  if (!mask.defined()) return mv;
-  Tensor m = mask.detach();
-  while (m.dim() < static_cast<int64_t>(full.size())) m = m.unsqueeze(0);
-  m = m.expand(full);
-  mv.kind = m.dtype() == kBool ? MaskView::Kind::Keep : MaskView::Kind::Additive;
-  mv.data = m.dtype() == kBool
-                ? static_cast<const void*>(m.data_ptr<bool>())
-                : (m.dtype() == kFloat32 ? static_cast<const void*>(m.data_ptr<float>())
-                                         : static_cast<const void*>(m.data_ptr<double>()));
-  mv.offsets = slice_offsets(m, N);
-  mv.stride_l = m.stride(-2);
-  mv.stride_s = m.stride(-1);
-  return mv;
-}
-
-// C (m x n) = alpha op(A) op(B) + beta C, also for empty dims (BLAS rejects leading dims of 0).
-template <class T>
-void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
-    return;
-  }
-  blas::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-// Pointers of one call, per dtype.
-template <class T>
-struct Operands {
-  Matrices<const T*> q, k, v;
-  MaskView mask;
-};
-
-template <class T>
-Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                     const Problem& pr) {
-  Shape full(q.shape().begin(), q.shape().end() - 2);
-  full.push_back(pr.L);
-  full.push_back(pr.S);
-  return {readable<T>(q, pr.N), readable<T>(k, pr.N), readable<T>(v, pr.N),
-          mask_view(mask, full, pr.N)};
-}
-
-// Scores of rows [i0, i0 + rows) and keys [j0, j0 + cols) of head n into s (row stride kKeyTile):
-// scale q k^T, plus the mask, with hidden keys at -inf.
-template <class T>
-void score_tile(const Operands<T>& op, const Problem& pr, int64_t n, int64_t i0, int64_t rows,
-                int64_t j0, int64_t cols, T* s) {
-  const auto nn = static_cast<size_t>(n);
-  tile_gemm<T>(false, true, rows, cols, pr.E, static_cast<T>(pr.scale), op.q.at(n) + i0 * op.q.ld,
-               op.q.ld, op.k.at(n) + j0 * op.k.ld, op.k.ld, T(0), s, kKeyTile);
-  const MaskView& m = op.mask;
-  for (int64_t r = 0; r < rows; ++r) {
-    T* sr = s + r * kKeyTile;
-    const int64_t i = i0 + r;
-    if (m.kind != MaskView::Kind::None) {
-      const int64_t base = m.offsets[nn] + i * m.stride_l + j0 * m.stride_s;
-      if (m.kind == MaskView::Kind::Keep) {
-        const bool* mp = static_cast<const bool*>(m.data) + base;
-        for (int64_t c = 0; c < cols; ++c)
-          if (!mp[c * m.stride_s]) sr[c] = kNegInf<T>;
-      } else {
-        const T* mp = static_cast<const T*>(m.data) + base;
-        for (int64_t c = 0; c < cols; ++c) sr[c] += mp[c * m.stride_s];
-      }
-    }
-    if (pr.causal)
-      for (int64_t c = std::max<int64_t>(0, i - j0 + 1); c < cols; ++c) sr[c] = kNegInf<T>;
-  }
-}
-
-// z[r * kKeyTile + c] = 1 / (1 - p) if weight (n, i0 + r, j0 + c) is kept, else 0. Element e of
-// the (N, L, S) weights uses word e % 4 of Philox block first + e / 4: the counters dropout()
-// uses. A tile spanning every key is one run of counters, drawn in one call (Generator::blocks
-// vectorises over long runs); `words` holds kQueryTile * kKeyTile + 8 words.
-template <class T>
-void dropout_tile(const Problem& pr, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                  T* z, uint32_t* words) {
-  const Generator gen(pr.seed);
-  const auto threshold = static_cast<uint64_t>(std::ceil(pr.p * 0x1.0p32));
-  const T keep_scale = pr.p < 1 ? static_cast<T>(1.0 / (1.0 - pr.p)) : T(0);
-  const bool one_run = cols == pr.S;
-  const int64_t run_rows = one_run ? rows : 1, run = run_rows * cols;
-  for (int64_t r0 = 0; r0 < rows; r0 += run_rows) {
-    const auto e0 = static_cast<uint64_t>((n * pr.L + i0 + r0) * pr.S + j0);
-    const auto skip = static_cast<int64_t>(e0 % 4);
-    gen.blocks(pr.first + e0 / 4, (skip + run + 3) / 4, words);
-    for (int64_t r = 0; r < run_rows; ++r) {
-      const uint32_t* w = words + skip + r * cols;
-      T* zr = z + (r0 + r) * kKeyTile;
-      for (int64_t c = 0; c < cols; ++c)
-        zr[c] = static_cast<uint64_t>(w[c]) >= threshold ? keep_scale : T(0);
-    }
-  }
-}
-
-template <class T>
-void forward_kernel(const Operands<T>& op, const Problem& pr, const Matrices<T*>& out, T* lse) {
-  const int64_t tiles = (pr.L + kQueryTile - 1) / kQueryTile;
-  const int64_t cost = kQueryTile * pr.S * (pr.E + pr.Ev + 8);
-  parallel_for(pr.N * tiles, cost, [&](int64_t b, int64_t e) {
-    std::vector<T> s(kQueryTile * kKeyTile), z(pr.p > 0 ? kQueryTile * kKeyTile : 0);
-    std::vector<uint32_t> words(pr.p > 0 ? kQueryTile * kKeyTile + 8 : 0);
-    std::vector<T> row_max(kQueryTile);
-    std::vector<double> row_sum(kQueryTile);
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t n = t / tiles, i0 = (t % tiles) * kQueryTile;
-      const int64_t rows = std::min(kQueryTile, pr.L - i0);
-      const int64_t ld = out.ld;
-      T* acc = out.at(n) + i0 * ld;
-      for (int64_t r = 0; r < rows; ++r) std::fill(acc + r * ld, acc + r * ld + pr.Ev, T(0));
-      std::fill(row_max.begin(), row_max.end(), kNegInf<T>);
-      std::fill(row_sum.begin(), row_sum.end(), 0.0);
-      // Causal: the last row of the tile sees keys up to i0 + rows - 1.
-      const int64_t key_end = pr.causal ? std::min(pr.S, i0 + rows) : pr.S;
-      for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
-        const int64_t cols = std::min(kKeyTile, key_end - j0);
-        score_tile(op, pr, n, i0, rows, j0, cols, s.data());
-        if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), words.data());
-        for (int64_t r = 0; r < rows; ++r) {
-          T* __restrict sr = s.data() + r * kKeyTile;
-          T mx = kNegInf<T>;
-#pragma omp simd reduction(max : mx)
-          for (int64_t c = 0; c < cols; ++c) mx = sr[c] > mx ? sr[c] : mx;
-          const T m_new = std::max(row_max[r], mx);
-          if (m_new == kNegInf<T>) {  // every key so far hidden: this tile adds nothing
-            std::fill(sr, sr + cols, T(0));
-            continue;
-          }
-          for (int64_t c = 0; c < cols; ++c) sr[c] = vec_math::exp_t<T>(sr[c] - m_new);
-          double sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(sr[c]);
-          const T alpha = vec_math::exp_t<T>(row_max[r] - m_new);
-          row_sum[r] = row_sum[r] * static_cast<double>(alpha) + sum;
-          if (alpha != T(1))
-            for (int64_t c = 0; c < pr.Ev; ++c) acc[r * ld + c] *= alpha;
-          row_max[r] = m_new;
-          if (pr.p > 0) {
-            const T* zr = z.data() + r * kKeyTile;
-            for (int64_t c = 0; c < cols; ++c) sr[c] *= zr[c];
-          }
-        }
-        tile_gemm<T>(false, false, rows, pr.Ev, cols, T(1), s.data(), kKeyTile,
-                     op.v.at(n) + j0 * op.v.ld, op.v.ld, T(1), acc, ld);
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        T* o = acc + r * ld;
-        if (row_sum[r] > 0) {
-          const T inv = static_cast<T>(1.0 / row_sum[r]);
-          for (int64_t c = 0; c < pr.Ev; ++c) o[c] *= inv;
-          lse[n * pr.L + i0 + r] = row_max[r] + static_cast<T>(std::log(row_sum[r]));
-        } else {
-          std::fill(o, o + pr.Ev, T(0));
-          lse[n * pr.L + i0 + r] = kNegInf<T>;
-        }
-      }
-    }
-  });
-}
-
-// Gradients of one call, (N, L, E), (N, S, E), (N, S, Ev) through their strides; each head's
-// are zeroed here, just before they are summed into.
-template <class T>
-void backward_kernel(const Operands<T>& op, const Problem& pr, const Matrices<const T*>& out,
-                     const T* lse, const Matrices<const T*>& dout, const Matrices<T*>& dq,
-                     const Matrices<T*>& dk, const Matrices<T*>& dv) {
-  const int64_t cost = pr.L * pr.S * (2 * pr.E + 2 * pr.Ev + 16);
-  parallel_for(pr.N, cost, [&](int64_t b, int64_t e) {
-    constexpr int64_t kTile = kQueryTile * kKeyTile;
-    std::vector<T> p(kTile), dp(kTile), z(pr.p > 0 ? kTile : 0), pz(pr.p > 0 ? kTile : 0);
-    std::vector<T> delta(static_cast<size_t>(pr.L));
-    std::vector<uint32_t> words(pr.p > 0 ? kTile + 8 : 0);
-    for (int64_t n = b; n < e; ++n) {
-      const T* q = op.q.at(n);
-      const T* k = op.k.at(n);
-      const T* v = op.v.at(n);
-      const T* o = out.at(n);
-      const T* g = dout.at(n);
-      const T* lse_n = lse + n * pr.L;
-      T* dq_n = dq.at(n);
-      T* dk_n = dk.at(n);
-      T* dv_n = dv.at(n);
-      for (int64_t i = 0; i < pr.L; ++i) std::fill(dq_n + i * dq.ld, dq_n + i * dq.ld + pr.E, T(0));
-      for (int64_t j = 0; j < pr.S; ++j) {
-        std::fill(dk_n + j * dk.ld, dk_n + j * dk.ld + pr.E, T(0));
-        std::fill(dv_n + j * dv.ld, dv_n + j * dv.ld + pr.Ev, T(0));
-      }
-      for (int64_t i = 0; i < pr.L; ++i) {
-        const T* gi = g + i * dout.ld;
-        const T* oi = o + i * out.ld;
-        double acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t c = 0; c < pr.Ev; ++c) acc += static_cast<double>(gi[c] * oi[c]);
-        delta[static_cast<size_t>(i)] = static_cast<T>(acc);
-      }
-      const T scale = static_cast<T>(pr.scale);
-      for (int64_t j0 = 0; j0 < pr.S; j0 += kKeyTile) {
-        const int64_t cols = std::min(kKeyTile, pr.S - j0);
-        // Causal: queries before j0 see none of these keys.
-        for (int64_t i0 = pr.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < pr.L;
-             i0 += kQueryTile) {
-          const int64_t rows = std::min(kQueryTile, pr.L - i0);
-          score_tile(op, pr, n, i0, rows, j0, cols, p.data());
-          if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), words.data());
-          for (int64_t r = 0; r < rows; ++r) {
-            T* __restrict pr_row = p.data() + r * kKeyTile;
-            const T m = lse_n[i0 + r];
-            if (m == kNegInf<T>) {
-              std::fill(pr_row, pr_row + cols, T(0));
-            } else {
-              for (int64_t c = 0; c < cols; ++c) pr_row[c] = vec_math::exp_t<T>(pr_row[c] - m);
-            }
-            if (pr.p > 0) {
-              const T* zr = z.data() + r * kKeyTile;
-              for (int64_t c = 0; c < cols; ++c) pz[r * kKeyTile + c] = pr_row[c] * zr[c];
-            }
-          }
-          const T* weights = pr.p > 0 ? pz.data() : p.data();  // what multiplied V
-          tile_gemm<T>(true, false, cols, pr.Ev, rows, T(1), weights, kKeyTile, g + i0 * dout.ld,
-                       dout.ld, T(1), dv_n + j0 * dv.ld, dv.ld);
-          tile_gemm<T>(false, true, rows, cols, pr.Ev, T(1), g + i0 * dout.ld, dout.ld,
-                       v + j0 * op.v.ld, op.v.ld, T(0), dp.data(), kKeyTile);
-          for (int64_t r = 0; r < rows; ++r) {
-            const T* __restrict pr_row = p.data() + r * kKeyTile;
-            T* __restrict ds = dp.data() + r * kKeyTile;
-            const T d = delta[static_cast<size_t>(i0 + r)];
-            if (pr.p > 0) {
-              const T* zr = z.data() + r * kKeyTile;
-              for (int64_t c = 0; c < cols; ++c) ds[c] = pr_row[c] * (ds[c] * zr[c] - d);
-            } else {
-              for (int64_t c = 0; c < cols; ++c) ds[c] = pr_row[c] * (ds[c] - d);
-            }
-          }
-          tile_gemm<T>(false, false, rows, pr.E, cols, scale, dp.data(), kKeyTile, k + j0 * op.k.ld,
-                       op.k.ld, T(1), dq_n + i0 * dq.ld, dq.ld);
-          tile_gemm<T>(true, false, cols, pr.E, rows, scale, dp.data(), kKeyTile, q + i0 * op.q.ld,
-                       op.q.ld, T(1), dk_n + j0 * dk.ld, dk.ld);
-        }
-      }
-    }
-  });
 }
 
 // The weights softmax(scale q k^T + mask) with the causal limit, materialised (..., L, S).
@@ -400,8 +251,8 @@ Tensor dropout_multipliers(const Shape& shape, DType dt, const Problem& pr) {
   return dropout(ones(shape, dt), pr.p, true, gen);
 }
 
-// SdpaBackward: the fused backward kernel; under create_graph, the same formulas written with
-// ops (differentiable, but O(L * S) memory).
+// SdpaBackward: the tuned or the reference backward kernel; under create_graph, the same formulas
+// written with ops (differentiable, but O(L * S) memory).
 struct SdpaBackward final : Node {
   SavedTensor q{this}, k{this}, v{this}, out{this}, lse{this}, mask{this};
   Problem pr;
@@ -410,16 +261,17 @@ struct SdpaBackward final : Node {
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor qt = q.get(), kt = k.get(), vt = v.get(), m = mask.defined() ? mask.get() : Tensor();
     if (GradMode::enabled()) return composite_backward(qt, kt, vt, m, grad);
-    Tensor o = out.get(), l = lse.get(), g = gemm_ready(grad);
-    Tensor qr = gemm_ready(qt.detach()), kr = gemm_ready(kt.detach()), vr = gemm_ready(vt.detach());
+    // The tuned kernel hands every operand to BLAS tile by tile: one BLAS cannot read is copied.
+    Tensor g = blas::as_readable(grad, false), l = lse.get();
+    Tensor qr = blas::as_readable(qt, false), kr = blas::as_readable(kt, false);
+    Tensor vr = blas::as_readable(vt, false);
     Tensor dq = empty_in_layout_of(qr, qr.shape()), dk = empty_in_layout_of(kr, kr.shape());
     Tensor dv = empty_in_layout_of(vr, vr.shape());
-    dispatch_float(qt.dtype(), kOp, [&](auto tag) {
-      using T = decltype(tag);
-      backward_kernel<T>(operands<T>(qr, kr, vr, m, pr), pr, readable<T>(o, pr.N), l.data_ptr<T>(),
-                         readable<T>(g, pr.N), writable<T>(dq, pr.N), writable<T>(dk, pr.N),
-                         writable<T>(dv, pr.N));
-    });
+    if (kernels::tuned_enabled()) {
+      kernels::sdpa_backward(qr, kr, vr, m, pr, out.get(), l, g, dq, dk, dv);
+    } else {
+      backward_reference(qr, kr, vr, m, pr, l, g, dq, dk, dv);
+    }
     return {dq, dk, dv};
   }
 
@@ -496,16 +348,17 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     pr.seed = gen.seed();
     pr.first = gen.advance(static_cast<uint64_t>((pr.N * pr.L * pr.S + 3) / 4));
   }
-  Tensor q = gemm_ready(q_in.detach()), k = gemm_ready(k_in.detach());
-  Tensor v = gemm_ready(v_in.detach());
+  // The tuned kernel hands q, k, v to BLAS tile by tile: an operand BLAS cannot read is copied.
+  Tensor q = blas::as_readable(q_in, false), k = blas::as_readable(k_in, false);
+  Tensor v = blas::as_readable(v_in, false);
   Shape out_shape(q.shape().begin(), q.shape().end() - 1);
   out_shape.push_back(pr.Ev);
   Tensor out = empty_in_layout_of(q, out_shape), lse = empty({pr.N, pr.L}, q.dtype());
-  dispatch_float(q.dtype(), kOp, [&](auto tag) {
-    using T = decltype(tag);
-    forward_kernel<T>(operands<T>(q, k, v, mask, pr), pr, writable<T>(out, pr.N),
-                      lse.data_ptr<T>());
-  });
+  if (kernels::tuned_enabled()) {
+    kernels::sdpa_forward(q, k, v, mask, pr, out, lse);
+  } else {
+    forward_reference(q, k, v, mask, pr, out, lse);
+  }
   if (auto node = make_node<SdpaBackward>({&q_in, &k_in, &v_in}, pr)) {
     // The inputs are saved as given (not the detached copies) so that create_graph reaches them.
     node->q.save(q_in);

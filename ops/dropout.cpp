@@ -1,44 +1,45 @@
 // dropout. The mask is saved as a bool tensor (1 byte per element) rather than a float one.
+// The tuned kernels (vectorised Philox words, vectorised loops) are in ops/kernels/dropout.*.
 #include "ops/dropout.h"
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "core/parallel.h"
 #include "ops/arithmetic.h"
+#include "ops/kernels/dropout.h"
+#include "ops/kernels/kernels.h"
 
 namespace nabla {
-namespace {
-
-// n elements from their Philox words: keep iff word >= threshold; y = keep ? x * scale : 0.
-template <class T>
-void dropout_kernel(const uint32_t* words, const T* x, T* y, bool* keep, int64_t n,
-                    uint64_t threshold, T scale) {
-  for (int64_t i = 0; i < n; ++i) {
-    const bool k = words[i] >= threshold;
-    keep[i] = k;
-    y[i] = k ? x[i] * scale : T(0);
-  }
-}
-
-// grad_x = keep ? grad * scale : 0 over n elements. The mask is read as bytes (a bool is 0 or 1):
-// GCC does not vectorise loads of bool.
-template <class T>
-void dropout_backward_kernel(const uint8_t* keep, const T* grad, T* grad_x, int64_t n, T scale) {
-  for (int64_t i = 0; i < n; ++i) grad_x[i] = keep[i] != 0 ? grad[i] * scale : T(0);
-}
-
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // dropout
 //   forward:   keep_i = (u_i >= p), u_i uniform in [0, 1);  y = x * keep * scale,
 //              scale = 1 / (1 - p)  (0 when p == 1)
 //   backward:  grad_x = grad * keep * scale      saves keep (bool)
+namespace {
+
+// Reference kernels: one element at a time. Element i's uniform is word i % 4 of Philox block
+// first + i / 4 (a block holds four 32-bit words); it is kept iff word / 2^32 >= p.
+template <class T>
+void dropout_reference(const Generator& gen, uint64_t first, uint64_t threshold, T scale,
+                       const T* x, T* y, bool* keep, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t word = gen.block(first + static_cast<uint64_t>(i / 4))[i % 4];
+    keep[i] = word >= threshold;
+    y[i] = keep[i] ? x[i] * scale : T(0);
+  }
+}
+
+template <class T>
+void dropout_backward_reference(const bool* keep, T scale, const T* grad, T* grad_x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) grad_x[i] = keep[i] ? grad[i] * scale : T(0);
+}
+
+}  // namespace
+
 struct DropoutBackward final : Node {
   SavedTensor keep{this};
   double scale;
@@ -47,15 +48,16 @@ struct DropoutBackward final : Node {
     Tensor k = keep.get();
     if (GradMode::enabled()) return {mul(grad, mul(k.to(grad.dtype()), scale))};
     Tensor g = grad.contiguous(), gx = empty(grad.shape(), grad.dtype());
-    const auto* keep_bytes = reinterpret_cast<const uint8_t*>(k.data_ptr<bool>());
     dispatch_float(grad.dtype(), "dropout", [&](auto tag) {
       using T = decltype(tag);
-      const T* gp = g.data_ptr<T>();
-      T* op = gx.data_ptr<T>();
-      const T s = static_cast<T>(scale);
-      parallel_for(g.numel(), 1, [&](int64_t b, int64_t e) {
-        dropout_backward_kernel<T>(keep_bytes + b, gp + b, op + b, e - b, s);
-      });
+      const auto s = static_cast<T>(scale);
+      if (kernels::tuned_enabled()) {
+        kernels::dropout_backward<T>(k.data_ptr<bool>(), s, g.data_ptr<T>(), gx.data_ptr<T>(),
+                                     g.numel());
+      } else {
+        dropout_backward_reference<T>(k.data_ptr<bool>(), s, g.data_ptr<T>(), gx.data_ptr<T>(),
+                                      g.numel());
+      }
     });
     return {gx};
   }
@@ -75,27 +77,18 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   Tensor xc = x.detach().contiguous();
   Tensor keep = empty(x.shape(), kBool), y = empty(x.shape(), x.dtype());
-  bool* kp = keep.data_ptr<bool>();
   // keep iff u >= p with u = word / 2^32, i.e. word >= ceil(p * 2^32) (p < 1 here).
   const auto threshold = static_cast<uint64_t>(std::ceil(p * 0x1.0p32));
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = xc.data_ptr<T>();
-    T* yp = y.data_ptr<T>();
-    const T s = static_cast<T>(scale);
-    parallel_for(n, 4, [&](int64_t b, int64_t e) {
-      // The words of a piece of elements come from Generator::blocks (vectorised) into a buffer
-      // that stays in L1; a piece starts on a block boundary, so words[i - start] is element i's.
-      constexpr int64_t kPiece = 1024;
-      alignas(64) uint32_t words[kPiece];
-      for (int64_t start = b / 4 * 4; start < e; start += kPiece) {
-        const int64_t end = std::min(e, start + kPiece);
-        gen.blocks(first + static_cast<uint64_t>(start / 4), (end - start + 3) / 4, words);
-        const int64_t from = std::max(b, start);
-        dropout_kernel<T>(words + (from - start), xp + from, yp + from, kp + from, end - from,
-                          threshold, s);
-      }
-    });
+    const auto s = static_cast<T>(scale);
+    if (kernels::tuned_enabled()) {
+      kernels::dropout_forward<T>(gen, first, threshold, s, xc.data_ptr<T>(), y.data_ptr<T>(),
+                                  keep.data_ptr<bool>(), n);
+    } else {
+      dropout_reference<T>(gen, first, threshold, s, xc.data_ptr<T>(), y.data_ptr<T>(),
+                           keep.data_ptr<bool>(), n);
+    }
   });
   if (auto node = make_node<DropoutBackward>({&x}, scale)) {
     node->keep.save(keep);

@@ -1,12 +1,11 @@
-// GELU's value and derivative per element, shared by the gelu kernels (ops/activation.cpp) and
-// the fused linear + activation (ops/linear.cpp), so both compute exactly the same numbers.
+// GELU's constants and its value and derivative per element as the textbook writes them (std::erf,
+// std::exp, std::tanh, evaluated in T): the reference kernels of gelu (ops/activation.cpp) and of
+// linear_activation (ops/linear.cpp). The vectorised versions are in ops/kernels/gelu.h.
 #pragma once
 #include <cmath>
 #include <numbers>
-#include <type_traits>
 
 #include "ops/activation.h"
-#include "ops/vec_math.h"
 
 namespace nabla::gelu_math {
 
@@ -16,36 +15,26 @@ constexpr double kInvSqrt2Pi =
 constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
 constexpr double kKappa = 0.044715;  // the cubic coefficient of the tanh approximation
 
-// NOTE: the kernels evaluate in T, like PyTorch's CPU kernels, so float32 matches PyTorch's
-// rounding closely. float32 uses vec_math's erf/exp so the loops vectorise.
-// always_inline: called per element inside the kernels' loops, which vectorise only if inlined.
-template <GeluApproximate A, class T>
-[[gnu::always_inline]] inline T gelu_value(T x) {
-  if constexpr (A == GeluApproximate::None) {
-    return x * T(0.5) * (T(1) + vec_math::erf_t(x * T(kSqrt1_2)));
-  } else {
-    const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
-  }
+// exact: x Phi(x) = 0.5 x (1 + erf(x / sqrt(2)));  tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + k x^3)))
+template <class T>
+T gelu_value(T x, GeluApproximate a) {
+  if (a == GeluApproximate::None) return x * T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
+  const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(inner));
 }
 
-// d gelu / dx
-template <GeluApproximate A, class T>
-[[gnu::always_inline]] inline T gelu_derivative(T x) {
-  if constexpr (A == GeluApproximate::None && std::is_same_v<T, float>) {
-    float gauss;  // exp(-z^2) = exp(-x^2 / 2) with z = x / sqrt(2): erf's own exp, reused
-    const float cdf = 0.5f * (1.0f + vec_math::erf_and_gauss(x * float(kSqrt1_2), gauss));
-    return cdf + x * float(kInvSqrt2Pi) * gauss;
-  } else if constexpr (A == GeluApproximate::None) {
-    const T cdf = T(0.5) * (T(1) + vec_math::erf_t(x * T(kSqrt1_2)));
-    const T pdf = T(kInvSqrt2Pi) * vec_math::exp_t(T(-0.5) * x * x);
+// exact: Phi(x) + x phi(x);  tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 k x^2)
+template <class T>
+T gelu_derivative(T x, GeluApproximate a) {
+  if (a == GeluApproximate::None) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
+    const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
     return cdf + x * pdf;
-  } else {
-    const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
-    const T t = std::tanh(inner);
-    const T d_inner = T(kSqrt2OverPi) * (T(1) + T(3 * kKappa) * x * x);
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * d_inner;
   }
+  const T inner = T(kSqrt2OverPi) * (x + T(kKappa) * x * x * x);
+  const T t = std::tanh(inner);
+  const T d_inner = T(kSqrt2OverPi) * (T(1) + T(3 * kKappa) * x * x);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * d_inner;
 }
 
 }  // namespace nabla::gelu_math

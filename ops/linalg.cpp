@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <optional>
-
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -15,30 +13,9 @@
 namespace nabla {
 namespace {
 
-struct BlasOperand {
-  bool trans;
-  int64_t ld;
-};
-
-// How BLAS can read a (rows x cols) matrix with strides (rs, cs), if it can.
-std::optional<BlasOperand> blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-  if (cols == 1) cs = 1;
-  if (rows == 1) rs = std::max<int64_t>(cols, 1);
-  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) return BlasOperand{false, rs};
-  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) return BlasOperand{true, cs};
-  return std::nullopt;
-}
-
-Tensor blas_ready(const Tensor& t) {
-  const int64_t nd = t.dim();
-  auto lay =
-      blas_layout(t.shape()[nd - 2], t.shape()[nd - 1], t.strides()[nd - 2], t.strides()[nd - 1]);
-  return lay ? t : t.detach().contiguous();
-}
-
 // a (..., M, K) @ b (..., K, N) -> (batch..., M, N), no autograd.
 Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
-  Tensor a = blas_ready(a_in), b = blas_ready(b_in);
+  Tensor a = blas::as_readable(a_in, true), b = blas::as_readable(b_in, true);
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   Shape a_batch(a.shape().begin(), a.shape().end() - 2);
   Shape b_batch(b.shape().begin(), b.shape().end() - 2);
@@ -54,8 +31,7 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
       broadcast_strides(a_batch, Shape(a.strides().begin(), a.strides().end() - 2), batch);
   Shape b_bst =
       broadcast_strides(b_batch, Shape(b.strides().begin(), b.strides().end() - 2), batch);
-  const BlasOperand la = *blas_layout(M, K, a.stride(-2), a.stride(-1));
-  const BlasOperand lb = *blas_layout(K, N, b.stride(-2), b.stride(-1));
+  const blas::BlasView la = blas::BlasView::of(a), lb = blas::BlasView::of(b);
   const Shape batch_contig = contiguous_strides(batch);
 
   dispatch_float(a.dtype(), "matmul", [&](auto tag) {
@@ -71,8 +47,8 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
         ao += idx * a_bst[d];
         bo += idx * b_bst[d];
       }
-      blas::gemm<T>(la.trans, lb.trans, M, N, K, T(1), ap + ao, la.ld, bp + bo, lb.ld, T(0),
-                    cp + i * M * N, N);
+      blas::gemm<T>(la.transposed, lb.transposed, M, N, K, T(1), ap + ao, la.ld, bp + bo, lb.ld,
+                    T(0), cp + i * M * N, N);
     };
     // Many small products: one per thread with single-threaded BLAS (OpenBLAS runs serially
     // inside an OpenMP region). Large ones: one at a time with threaded BLAS.

@@ -1,20 +1,20 @@
-// linear. x's leading dims are flattened into M rows (a view when x's layout allows it) and the
-// product is one GEMM; weight^T is a transposed view, which matmul hands to BLAS as a transpose
-// flag, so neither the forward nor the backward copies weight.
+// linear and linear_activation. x's leading dims are flattened into M rows (a view when x's layout
+// allows it) and the product is one GEMM; weight^T is a transposed view, which matmul hands to
+// BLAS as a transpose flag, so neither the forward nor the backward copies weight. The reference
+// kernels here are plain loops; the tuned ones (bias in the GEMM, per-thread blocks) are in
+// ops/kernels/linear.*.
 #include "ops/linear.h"
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "core/autograd.h"
 #include "core/error.h"
-#include "core/parallel.h"
 #include "ops/activation.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/gelu_math.h"
-#include "ops/gemm.h"
+#include "ops/kernels/kernels.h"
+#include "ops/kernels/linear.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
@@ -44,35 +44,33 @@ struct LinearBackward final : Node {
 
 namespace {
 
-// y (M, out) = x2d W^T + b as one GEMM: y starts as copies of b and the GEMM adds into it
-// (beta = 1), so y is written twice instead of zeroed, written and then read again for the bias;
-// each thread fills the block of rows its GEMM then adds into (blas::gemm_onto_bias).
-Tensor linear_forward(const Tensor& x2d_in, const Tensor& weight_in, const Tensor& bias) {
-  const int64_t M = x2d_in.size(0), in = x2d_in.size(1), out = weight_in.size(0);
-  Tensor y = empty({M, out}, x2d_in.dtype());
-  if (y.numel() == 0) return y;
-  // BLAS reads rows with unit stride; anything else is copied once.
-  auto gemm_ready = [](const Tensor& t) {
-    return (t.stride(1) == 1 || t.size(1) <= 1) && t.stride(0) >= std::max<int64_t>(t.size(1), 1)
-               ? t
-               : t.contiguous();
-  };
-  Tensor x2d = gemm_ready(x2d_in), w = gemm_ready(weight_in);
+// Reference kernel: y[r][o] = sum_k x[r][k] w[o][k] + b[o], each sum in double.
+Tensor linear_reference(const Tensor& x2d_in, const Tensor& weight, const Tensor& bias) {
+  const int64_t M = x2d_in.size(0), in = x2d_in.size(1), out = weight.size(0);
+  Tensor x2d = x2d_in.contiguous(), w = weight.contiguous(), y = empty({M, out}, x2d.dtype());
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   dispatch_float(y.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
+    const T* xp = x2d.data_ptr<T>();
+    const T* wp = w.data_ptr<T>();
     T* yp = y.data_ptr<T>();
-    if (bias.defined()) {
-      Tensor b = bias.detach().contiguous();
-      blas::gemm_onto_bias<T>(false, true, M, out, in, x2d.data_ptr<T>(), x2d.stride(0),
-                              w.data_ptr<T>(), w.stride(0), b.data_ptr<T>(), yp, out);
-    } else if (in == 0) {
-      std::fill(yp, yp + M * out, T(0));
-    } else {
-      blas::gemm<T>(false, true, M, out, in, T(1), x2d.data_ptr<T>(), x2d.stride(0),
-                    w.data_ptr<T>(), w.stride(0), T(0), yp, out);
+    for (int64_t r = 0; r < M; ++r) {
+      for (int64_t o = 0; o < out; ++o) {
+        double acc = 0;
+        for (int64_t k = 0; k < in; ++k)
+          acc += static_cast<double>(xp[r * in + k]) * static_cast<double>(wp[o * in + k]);
+        if (b.defined()) acc += static_cast<double>(b.data_ptr<T>()[o]);
+        yp[r * out + o] = static_cast<T>(acc);
+      }
     }
   });
   return y;
+}
+
+// y (M, out) = x2d W^T + b by the tuned or the reference kernel.
+Tensor linear_forward(const Tensor& x2d, const Tensor& weight, const Tensor& bias) {
+  return kernels::tuned_enabled() ? kernels::linear_forward(x2d, weight, bias)
+                                  : linear_reference(x2d, weight, bias);
 }
 
 // Dtype and shape checks of linear and linear_activation; `who` names the op.
@@ -119,73 +117,55 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 // ----------------------------------------------------------------------------
 // linear_activation
-//   forward:   z = x2d @ W^T + b (the GEMM accumulates into bias rows), y = act(z) in one pass
-//              (ReLU in place: z is not kept)
+//   forward:   z = x2d @ W^T + b, y = act(z)   (ReLU in place: z is not kept)
 //   backward:  grad_z = grad * act'(z) and grad_b = sum of grad_z's rows in one pass over the
 //              rows, then grad_x = grad_z @ W, grad_W = grad_z^T @ x2d (as linear's)
 //              saves W and x as linear does, plus z (GELU) or y (ReLU: y > 0 iff z > 0)
 namespace {
 
-template <class T, LinearActivation A>
-[[gnu::always_inline]] inline T activation_value(T z) {
-  if constexpr (A == LinearActivation::ReLU) {
-    return z > 0 ? z : T(0);
-  } else {
-    return gelu_math::gelu_value < A == LinearActivation::GELU ? GeluApproximate::None
-                                                               : GeluApproximate::Tanh > (z);
-  }
+// Reference kernels, one element at a time. act(z), and d act / dz from z (GELU) or from
+// y = relu(z) (ReLU).
+template <class T>
+T activation_value(T z, LinearActivation act) {
+  if (act == LinearActivation::ReLU) return z > 0 ? z : T(0);
+  return gelu_math::gelu_value(
+      z, act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh);
+}
+template <class T>
+T activation_derivative(T saved, LinearActivation act) {
+  if (act == LinearActivation::ReLU) return saved > 0 ? T(1) : T(0);
+  return gelu_math::gelu_derivative(
+      saved, act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh);
 }
 
-// d act / dz, from z (GELU) or from y = relu(z) (ReLU).
-template <class T, LinearActivation A>
-[[gnu::always_inline]] inline T activation_derivative(T saved) {
-  if constexpr (A == LinearActivation::ReLU) {
-    return saved > 0 ? T(1) : T(0);
-  } else {
-    return gelu_math::gelu_derivative < A == LinearActivation::GELU
-               ? GeluApproximate::None
-               : GeluApproximate::Tanh > (saved);
-  }
-}
-
-// grad_z = g * act'(saved) for a contiguous (rows, cols) block, and grad_b = its column sums
-// (in row order, in double, as sum() over rows adds them) when grad_b is not null. Each thread
-// owns a block of columns and streams every row through it.
-template <class T, LinearActivation A>
-void activation_backward(const T* g, const T* saved, T* grad_z, T* grad_b, int64_t rows,
-                         int64_t cols) {
-  parallel_for(cols, rows * 8, [&](int64_t b, int64_t e) {
-    constexpr int64_t kBlock = 256;
-    double acc[kBlock];
-    for (int64_t c0 = b; c0 < e; c0 += kBlock) {
-      const int64_t n = std::min(kBlock, e - c0);
-      std::fill(acc, acc + n, 0.0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* __restrict gr = g + r * cols + c0;
-        const T* __restrict sr = saved + r * cols + c0;
-        T* __restrict zr = grad_z + r * cols + c0;
-        for (int64_t c = 0; c < n; ++c) zr[c] = gr[c] * activation_derivative<T, A>(sr[c]);
-        if (grad_b) {
-#pragma omp simd
-          for (int64_t c = 0; c < n; ++c) acc[c] += static_cast<double>(zr[c]);
-        }
-      }
-      if (grad_b)
-        for (int64_t c = 0; c < n; ++c) grad_b[c0 + c] = static_cast<T>(acc[c]);
-    }
+// y = act(z) over contiguous (M, out) tensors (y may be z).
+void activation_forward_reference(const Tensor& z, const Tensor& y, LinearActivation act) {
+  dispatch_float(z.dtype(), "linear_activation", [&](auto tag) {
+    using T = decltype(tag);
+    const T* zp = z.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    for (int64_t i = 0; i < z.numel(); ++i) yp[i] = activation_value(zp[i], act);
   });
 }
 
-template <class F>
-decltype(auto) dispatch_activation(LinearActivation act, F&& f) {
-  switch (act) {
-    case LinearActivation::ReLU:
-      return f(std::integral_constant<LinearActivation, LinearActivation::ReLU>{});
-    case LinearActivation::GELU:
-      return f(std::integral_constant<LinearActivation, LinearActivation::GELU>{});
-    default:
-      return f(std::integral_constant<LinearActivation, LinearActivation::GELUTanh>{});
-  }
+// grad_z = g * act'(saved) over contiguous (M, out) tensors; grad_b (if defined) = the column
+// sums of grad_z, each in row order in double.
+void activation_backward_reference(const Tensor& g, const Tensor& saved, const Tensor& grad_z,
+                                   const Tensor& grad_b, LinearActivation act) {
+  const int64_t rows = g.size(0), cols = g.size(1);
+  dispatch_float(g.dtype(), "linear_activation", [&](auto tag) {
+    using T = decltype(tag);
+    const T* gp = g.data_ptr<T>();
+    const T* sp = saved.data_ptr<T>();
+    T* zp = grad_z.data_ptr<T>();
+    for (int64_t i = 0; i < rows * cols; ++i) zp[i] = gp[i] * activation_derivative(sp[i], act);
+    if (!grad_b.defined()) return;
+    for (int64_t c = 0; c < cols; ++c) {
+      double acc = 0;
+      for (int64_t r = 0; r < rows; ++r) acc += static_cast<double>(zp[r * cols + c]);
+      grad_b.data_ptr<T>()[c] = static_cast<T>(acc);
+    }
+  });
 }
 
 Tensor apply(LinearActivation act, const Tensor& z) {
@@ -220,14 +200,11 @@ struct LinearActivationBackward final : Node {
       Tensor g2d = grad.contiguous().reshape({M, out});
       grad_z = empty({M, out}, g2d.dtype());
       if (needs_input_grad(2)) grad_b = empty({out}, g2d.dtype());
-      dispatch_float(g2d.dtype(), "linear_activation", [&](auto tag) {
-        using T = decltype(tag);
-        dispatch_activation(act, [&](auto a) {
-          activation_backward<T, decltype(a)::value>(
-              g2d.data_ptr<T>(), s.data_ptr<T>(), grad_z.data_ptr<T>(),
-              grad_b.defined() ? grad_b.data_ptr<T>() : nullptr, M, out);
-        });
-      });
+      if (kernels::tuned_enabled()) {
+        kernels::linear_activation_backward(g2d, s, grad_z, grad_b, act);
+      } else {
+        activation_backward_reference(g2d, s, grad_z, grad_b, act);
+      }
     }
     Tensor grad_x, grad_w;
     if (needs_input_grad(0)) grad_x = matmul(grad_z, weight.get()).reshape(x_shape);
@@ -246,16 +223,11 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
   Tensor z = linear_forward(x.detach().reshape({M, in}), weight.detach(), bias);  // (M, out)
   const bool in_place = act == LinearActivation::ReLU;
   Tensor y = in_place ? z : empty({M, out}, z.dtype());
-  dispatch_float(z.dtype(), "linear_activation", [&](auto tag) {
-    using T = decltype(tag);
-    const T* zp = z.data_ptr<T>();
-    T* yp = y.data_ptr<T>();
-    dispatch_activation(act, [&](auto a) {
-      parallel_for(M * out, in_place ? 1 : 8, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) yp[i] = activation_value<T, decltype(a)::value>(zp[i]);
-      });
-    });
-  });
+  if (kernels::tuned_enabled()) {
+    kernels::linear_activation_forward(z, y, act);
+  } else {
+    activation_forward_reference(z, y, act);
+  }
   y.impl().shape = y_shape;  // same elements in the same order: (M, out) -> (..., out)
   y.impl().strides = contiguous_strides(y_shape);
   if (auto node = make_node<LinearActivationBackward>({&x, &weight, &bias}, act)) {

@@ -7,10 +7,11 @@
 //   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
 //   p = p + (-lr / (1 - beta1^t)) * m / denom
 // State: "step" (0-d int64), "exp_avg" (m), "exp_avg_sq" (v), "max_exp_avg_sq" (amsgrad).
-// A step updates all of a group's parameters in one parallel pass (optim/multi_tensor.h) with a
-// branch-free, vectorised kernel. NOTE: this file is compiled with -ffp-contract=off (no fused
-// multiply-adds), so every build computes exactly the formulas above, vectorised or not, and
-// with -fno-math-errno, without which GCC does not vectorise std::sqrt (see optim/CMakeLists.txt).
+// The reference kernel below is that update, one parameter and one element at a time; the tuned
+// one (optim/kernels/adam.*) updates all of a group's parameters in one parallel pass with a
+// branch-free, vectorised loop. NOTE: both files are compiled with -ffp-contract=off (no fused
+// multiply-adds), so every build computes exactly the formulas above and the two kernels agree
+// bit for bit, and with -fno-math-errno, without which GCC does not vectorise std::sqrt.
 #include "optim/adam.h"
 
 #include <fmt/format.h>
@@ -20,81 +21,50 @@
 #include <type_traits>
 
 #include "core/error.h"
-#include "optim/multi_tensor.h"
+#include "ops/kernels/kernels.h"
+#include "optim/kernels/adam.h"
 
 namespace nabla::optim {
 
 namespace {
 
-// One parameter's coefficients at its step t (each parameter counts its own steps).
-struct AdamCoeffs {
-  double lr, beta1, beta2, eps, weight_decay;
-  double step_size;              // lr / (1 - beta1^t)
-  double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
-};
+using kernels::AdamCoeffs;
+using kernels::AdamParam;
 
-// One parameter's data for a step: n elements of p, g, m, v (and vmax with amsgrad).
+// Reference kernel: the update of one parameter, element by element, with the coefficients cast
+// to T as the tuned kernel casts them.
 template <class T>
-struct AdamParam {
-  T* p;
-  const T* g;
-  T* m;
-  T* v;
-  T* vmax;
-  int64_t n;
-  AdamCoeffs c;
-};
-
-// The update of elements [begin, end). The options are template parameters so that the loop has
-// no branches and vectorises; with WeightDecay false the decay terms are skipped, which is exact
-// (Adam adds 0 * p to g; AdamW multiplies p by 1 - lr * 0 = 1).
-template <class T, bool Decoupled, bool AmsGrad, bool WeightDecay>
-void adam_kernel(const AdamParam<T>& a, int64_t begin, int64_t end) {
+void adam_reference(const AdamParam<T>& a, bool decoupled, bool amsgrad) {
   const AdamCoeffs& c = a.c;
   const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
   const T one_minus_b1 = static_cast<T>(1 - c.beta1), one_minus_b2 = static_cast<T>(1 - c.beta2);
   const T wd = static_cast<T>(c.weight_decay), decay = static_cast<T>(1 - c.lr * c.weight_decay);
   const T bc2_sqrt = static_cast<T>(c.bias_correction2_sqrt), eps = static_cast<T>(c.eps);
   const T neg_step = static_cast<T>(-c.step_size);
-  T *p = a.p, *m = a.m, *v = a.v, *vmax = a.vmax;
-  const T* g = a.g;
-  // Elementwise: the arrays are distinct tensors, and even aliased ones would only meet at the
-  // same index, so there is no dependence between iterations.
-#pragma omp simd
-  for (int64_t i = begin; i < end; ++i) {
-    T gi = g[i];
-    if constexpr (Decoupled && WeightDecay) p[i] = p[i] * decay;
-    if constexpr (!Decoupled && WeightDecay) gi = gi + wd * p[i];
-    m[i] = m[i] * b1 + one_minus_b1 * gi;
-    v[i] = v[i] * b2 + one_minus_b2 * gi * gi;
-    T vi = v[i];
-    if constexpr (AmsGrad) vi = vmax[i] = std::max(vmax[i], v[i]);
-    const T denom = std::sqrt(vi) / bc2_sqrt + eps;
-    p[i] = p[i] + neg_step * m[i] / denom;
+  for (int64_t i = 0; i < a.n; ++i) {
+    T g = a.g[i];
+    if (decoupled) {
+      a.p[i] = a.p[i] * decay;  // AdamW: p = p * (1 - lr * weight_decay)
+    } else if (c.weight_decay != 0) {
+      g = g + wd * a.p[i];  // Adam: L2 decay on the gradient
+    }
+    a.m[i] = a.m[i] * b1 + one_minus_b1 * g;
+    a.v[i] = a.v[i] * b2 + one_minus_b2 * g * g;
+    T v = a.v[i];
+    if (amsgrad) v = a.vmax[i] = std::max(a.vmax[i], a.v[i]);
+    const T denom = std::sqrt(v) / bc2_sqrt + eps;
+    a.p[i] = a.p[i] + neg_step * a.m[i] / denom;
   }
 }
 
-// All parameters of one dtype in one parallel region (see optim/multi_tensor.h).
-template <class T, bool Decoupled, bool AmsGrad, bool WeightDecay>
-void adam_multi_tensor(const std::vector<AdamParam<T>>& params) {
-  std::vector<int64_t> sizes;
-  for (const AdamParam<T>& a : params) sizes.push_back(a.n);
-  parallel_for_segments(sizes, 16, [&](size_t k, int64_t b, int64_t e) {
-    adam_kernel<T, Decoupled, AmsGrad, WeightDecay>(params[k], b, e);
-  });
-}
-
-// Picks the instantiation for the runtime options.
 template <class T>
-void adam_step(const std::vector<AdamParam<T>>& params, bool decoupled, bool amsgrad,
-               bool weight_decay) {
-  using Step = void (*)(const std::vector<AdamParam<T>>&);
-  constexpr Step kSteps[2][2][2] = {
-      {{adam_multi_tensor<T, false, false, false>, adam_multi_tensor<T, false, false, true>},
-       {adam_multi_tensor<T, false, true, false>, adam_multi_tensor<T, false, true, true>}},
-      {{adam_multi_tensor<T, true, false, false>, adam_multi_tensor<T, true, false, true>},
-       {adam_multi_tensor<T, true, true, false>, adam_multi_tensor<T, true, true, true>}}};
-  if (!params.empty()) kSteps[decoupled][amsgrad][weight_decay](params);
+void step_all(const std::vector<AdamParam<T>>& params, bool decoupled, bool amsgrad,
+              bool weight_decay) {
+  if (::nabla::kernels::tuned_enabled()) {
+    kernels::adam_step(params, decoupled, amsgrad, weight_decay);
+  } else {
+    for (const AdamParam<T>& a : params) adam_reference(a, decoupled, amsgrad);
+  }
 }
 
 template <class T>
@@ -182,8 +152,8 @@ void Adam::update_group(const ParamGroup& group, const std::vector<ParamUpdate>&
     });
   }
   const bool weight_decay = group.weight_decay != 0;
-  adam_step(f32, decoupled_, options_.amsgrad, weight_decay);
-  adam_step(f64, decoupled_, options_.amsgrad, weight_decay);
+  step_all(f32, decoupled_, options_.amsgrad, weight_decay);
+  step_all(f64, decoupled_, options_.amsgrad, weight_decay);
 }
 
 }  // namespace nabla::optim
