@@ -44,13 +44,25 @@ double LossCurve::add(int64_t step, double loss) {
   ema_ = step == 1 ? loss : 0.98 * ema_ + 0.02 * loss;
   steps_.push_back(static_cast<double>(step));
   losses_.push_back(loss);
+  emas_.push_back(ema_);
   return ema_;
+}
+
+void LossCurve::add_validation(int64_t step, double loss, const std::string& label) {
+  validation_steps_.push_back(static_cast<double>(step));
+  validation_losses_.push_back(loss);
+  validation_label_ = label;
 }
 
 void LossCurve::plot(const std::string& path, const std::string& title,
                      const std::string& ylabel) const {
-  viz::line_plot(path, {{"train loss", steps_, losses_, viz::kPalette[0]}},
-                 {title, "step", ylabel});
+  std::vector<viz::Series> series = {
+      {"train (per step)", steps_, losses_, viz::kPalette[0], false, true, 1, 0.3},
+      {"train (moving average)", steps_, emas_, viz::kPalette[0]}};
+  if (!validation_steps_.empty())
+    series.push_back(
+        {validation_label_, validation_steps_, validation_losses_, viz::kPalette[1], true});
+  viz::line_plot(path, series, {title, "step", ylabel});
 }
 
 std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, double peak_lr,
@@ -129,7 +141,12 @@ void ConfusionMatrix::print() const {
 void ConfusionMatrix::save_heatmap(const std::string& path) const {
   std::vector<std::vector<double>> values;
   for (const auto& row : counts_) values.emplace_back(row.begin(), row.end());
-  viz::heatmap(path, values, "confusion (true x predicted)", labels_, labels_);
+  viz::heatmap(path, values,
+               {.title = fmt::format("confusion matrix (accuracy {:.3f})", accuracy()),
+                .xlabel = "predicted class",
+                .ylabel = "true class",
+                .row_labels = labels_,
+                .col_labels = labels_});
 }
 
 }  // namespace nabla::examples
