@@ -23,6 +23,13 @@ double widest(const std::vector<std::string>& texts, const TextStyle& style) {
   return w;
 }
 
+// Labels as drawn: one of only spaces (a space character in a sequence) as an open box.
+std::vector<std::string> visible(std::vector<std::string> labels) {
+  for (auto& l : labels)
+    if (!l.empty() && l.find_first_not_of(' ') == std::string::npos) l = "\u2423";
+  return labels;
+}
+
 void check_shape(const std::string& path, const std::vector<std::vector<double>>& values,
                  const HeatmapOptions& opts) {
   const size_t rows = values.size(), cols = rows ? values[0].size() : 0;
@@ -64,30 +71,36 @@ void heatmap(const std::string& path, const std::vector<std::vector<double>>& va
       opts.cell > 0 ? opts.cell : std::clamp(std::floor(560.0 / std::max(rows, cols)), 8.0, 56.0);
   const double grid_w = cell * cols, grid_h = cell * rows;
 
-  // The values in the cells: a size that suits the cell, shown when every value fits.
+  // The values in the cells, shown when every value fits in a cell of 28 px or more (smaller
+  // text is noise). Fractions that round to zero stay blank: the colour says it.
   TextStyle value_style{std::clamp(cell * 0.3, 8.0, 12.0)};
   std::vector<std::string> texts;
   for (const auto& r : values)
-    for (double v : r) texts.push_back(format_value(v, integers));
+    for (double v : r)  // format_value shows two decimals below 10
+      texts.push_back(!integers && std::abs(v) < 0.005 ? "" : format_value(v, integers));
   const double value_w = widest(texts, value_style);
   const bool annotate = opts.annotate == Annotate::kAlways ||
-                        (opts.annotate == Annotate::kAuto && value_w <= cell - 4 &&
-                         measure_text("0", value_style).height <= cell - 2);
+                        (opts.annotate == Annotate::kAuto && cell >= 28 && value_w <= cell - 4);
 
-  // Labels: rows right-aligned on the left; columns under the grid, rotated when too wide.
-  const double row_w = widest(opts.row_labels, kTickStyle);
+  // Labels: rows right-aligned on the left; columns under the grid, at 45 degrees when two
+  // neighbours would touch.
+  const std::vector<std::string> row_labels = visible(opts.row_labels),
+                                 col_labels = visible(opts.col_labels);
+  const double row_w = widest(row_labels, kTickStyle);
   const double tick_h = measure_text("Xy", kTickStyle).height;
-  const double col_w = widest(opts.col_labels, kTickStyle);
-  const bool rotate = col_w > cell - 4;
+  std::vector<double> col_w;
+  for (const auto& l : col_labels) col_w.push_back(measure_text(l, kTickStyle).width);
+  bool rotate = false;
+  for (size_t j = 1; j < col_w.size(); ++j)
+    rotate = rotate || (col_w[j - 1] + col_w[j]) / 2 + 4 > cell;
+  const double widest_col = col_w.empty() ? 0 : *std::max_element(col_w.begin(), col_w.end());
   const double col_band =
-      opts.col_labels.empty() ? 4 : (rotate ? (col_w + tick_h) * kCos45 + 8 : tick_h + 8);
+      col_w.empty() ? 4 : (rotate ? (widest_col + tick_h) * kCos45 + 8 : tick_h + 8);
   const double label_h = measure_text("Xy", kLabelStyle).height;
   double left = kPad + (opts.ylabel.empty() ? 0 : label_h + 8) + (row_w > 0 ? row_w + 6 : 0);
-  if (rotate)  // a rotated label reaches left of its column by about its width x cos 45
-    for (int j = 0; j < cols && j < static_cast<int>(opts.col_labels.size()); ++j)
-      left = std::max(
-          left, kPad + (measure_text(opts.col_labels[j], kTickStyle).width + tick_h / 2) * kCos45 -
-                    (j + 0.5) * cell);
+  for (size_t j = 0; j < col_w.size(); ++j)  // how far a label reaches left of the grid
+    left = std::max(left, kPad + (rotate ? (col_w[j] + tick_h / 2) * kCos45 : col_w[j] / 2) -
+                              (static_cast<double>(j) + 0.5) * cell);
   left = std::round(left);
   const double title_w = opts.title.empty() ? 0 : measure_text(opts.title, kTitleStyle).width;
   const double top = std::round(
@@ -121,11 +134,11 @@ void heatmap(const std::string& path, const std::vector<std::vector<double>>& va
                Anchor::kMiddle, Anchor::kMiddle);
       }
     p.stroke_rect(left - 0.5, top - 0.5, grid_w + 1, grid_h + 1, kGrey);
-    for (int i = 0; i < static_cast<int>(opts.row_labels.size()); ++i)
-      p.text(left - 6, top + (i + 0.5) * cell, opts.row_labels[static_cast<size_t>(i)], kTickStyle,
+    for (int i = 0; i < static_cast<int>(row_labels.size()); ++i)
+      p.text(left - 6, top + (i + 0.5) * cell, row_labels[static_cast<size_t>(i)], kTickStyle,
              Anchor::kEnd, Anchor::kMiddle);
-    for (int j = 0; j < static_cast<int>(opts.col_labels.size()); ++j) {
-      const std::string& l = opts.col_labels[static_cast<size_t>(j)];
+    for (int j = 0; j < static_cast<int>(col_labels.size()); ++j) {
+      const std::string& l = col_labels[static_cast<size_t>(j)];
       const double x = left + (j + 0.5) * cell;
       if (rotate)
         p.text(x, top + grid_h + 6, l, kTickStyle, Anchor::kEnd, Anchor::kMiddle, 45);

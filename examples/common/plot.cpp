@@ -29,9 +29,28 @@ Rgb colormap(double t) {
           mix(stops[i].b, stops[i + 1].b)};
 }
 
+std::vector<double> running_mean(const std::vector<double>& values, int window) {
+  if (window < 1)
+    throw ValueError(fmt::format("running_mean: window must be >= 1, got {}", window));
+  const size_t n = values.size(), half = static_cast<size_t>(window / 2);
+  std::vector<double> sum(n + 1, 0), count(n + 1, 0);  // prefix sums over the finite values
+  for (size_t i = 0; i < n; ++i) {
+    const bool finite = std::isfinite(values[i]);
+    sum[i + 1] = sum[i] + (finite ? values[i] : 0);
+    count[i + 1] = count[i] + finite;
+  }
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t a = i >= half ? i - half : 0, b = std::min(n, i + half + 1);
+    out[i] = count[b] > count[a] ? (sum[b] - sum[a]) / (count[b] - count[a]) : NAN;
+  }
+  return out;
+}
+
 namespace {
 
 constexpr double kPad = 12, kTickLength = 5;
+constexpr Rgb kMinorGridLine{243, 243, 243};
 
 // One axis: its view interval, ticks and their labels, and the map to [0, 1] along it.
 struct Axis {
@@ -39,7 +58,8 @@ struct Axis {
   bool log = false;
   std::vector<double> ticks;
   std::vector<std::string> labels;
-  std::string multiplier;  // "×10<sup>k</sup>" shared by the labels, or empty
+  std::string multiplier;     // "×10<sup>k</sup>" shared by the labels, or empty
+  std::vector<double> minor;  // unlabelled: 2..9 x 10^k between the decades of a log axis
 
   double unit(double v) const {
     return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo))
@@ -56,6 +76,10 @@ Axis make_axis(double data_lo, double data_hi, bool log, double pixels, double s
   if (log) {
     a.ticks = log_ticks(a.lo, a.hi, max_ticks);
     a.labels = log_tick_labels(a.ticks);
+    const bool decades = a.ticks.size() >= 2 && std::abs(a.ticks[1] / a.ticks[0] - 10) < 1e-6;
+    for (double k = std::floor(std::log10(a.lo)); decades && k <= std::log10(a.hi); ++k)
+      for (int m = 2; m <= 9; ++m)
+        if (const double v = m * std::pow(10.0, k); v > a.lo && v < a.hi) a.minor.push_back(v);
   } else {
     a.ticks = nice_ticks(a.lo, a.hi, max_ticks);
     TickLabels l = linear_tick_labels(a.ticks);
@@ -233,6 +257,16 @@ void line_plot(const std::string& path, const std::vector<Series>& series,
     const Rect& a = f.area;
     TextStyle tick = kTickStyle;
     tick.markup = true;
+    for (double v : f.y.minor) {
+      const double y = std::round(f.py(v)) + 0.5;
+      p.line(a.x, y, a.x + a.w, y, kMinorGridLine);
+      p.line(a.x - kTickLength / 2, y, a.x, y, kGrey);
+    }
+    for (double v : f.x.minor) {
+      const double x = std::round(f.px(v)) + 0.5;
+      p.line(x, a.y, x, a.y + a.h, kMinorGridLine);
+      p.line(x, a.y + a.h, x, a.y + a.h + kTickLength / 2, kGrey);
+    }
     for (size_t i = 0; i < f.y.ticks.size(); ++i) {
       const double y = std::round(f.py(f.y.ticks[i])) + 0.5;
       p.line(a.x, y, a.x + a.w, y, kGridLine);

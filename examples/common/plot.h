@@ -79,6 +79,10 @@ struct PatchAttention {
 };
 void patch_attention_strip(const std::string& path, const PatchAttention& a, int scale = 6);
 
+// Each value replaced by the mean of the `window` values centred on it (fewer at the ends;
+// non-finite ones left out): a smoothed curve without an exponential average's lag.
+std::vector<double> running_mean(const std::vector<double>& values, int window);
+
 // A row-major (rows x cols) buffer as the nested rows heatmap() takes.
 template <class T>
 std::vector<std::vector<double>> matrix_rows(const std::vector<T>& flat, size_t rows, size_t cols) {

@@ -44,7 +44,6 @@ double LossCurve::add(int64_t step, double loss) {
   ema_ = step == 1 ? loss : 0.98 * ema_ + 0.02 * loss;
   steps_.push_back(static_cast<double>(step));
   losses_.push_back(loss);
-  emas_.push_back(ema_);
   return ema_;
 }
 
@@ -56,9 +55,18 @@ void LossCurve::add_validation(int64_t step, double loss, const std::string& lab
 
 void LossCurve::plot(const std::string& path, const std::string& title,
                      const std::string& ylabel) const {
-  std::vector<viz::Series> series = {
-      {"train (per step)", steps_, losses_, viz::kPalette[0], false, true, 1, 0.3},
-      {"train (moving average)", steps_, emas_, viz::kPalette[0]}};
+  // A centred running mean, not the exponential average: that one lags a falling loss by ~50
+  // steps, which on a short run is most of the curve.
+  const int window = std::clamp(static_cast<int>(steps_.size()) / 30 | 1, 1, 401);
+  std::vector<viz::Series> series;
+  if (window == 1) {
+    series.push_back({"train loss", steps_, losses_, viz::kPalette[0]});
+  } else {
+    series.push_back(
+        {"train loss (per step)", steps_, losses_, viz::kPalette[0], false, true, 1, 0.3});
+    series.push_back({fmt::format("train loss (mean of {} steps)", window), steps_,
+                      viz::running_mean(losses_, window), viz::kPalette[0]});
+  }
   if (!validation_steps_.empty())
     series.push_back(
         {validation_label_, validation_steps_, validation_losses_, viz::kPalette[1], true});

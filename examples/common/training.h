@@ -51,13 +51,13 @@ class LossCurve {
   // A held-out loss measured after `step`, named `label` in the legend.
   void add_validation(int64_t step, double loss, const std::string& label);
   double ema() const { return ema_; }
-  // One chart: the per-step loss (faint), its average and the validation points (path.png and
-  // path.svg).
+  // One chart: the per-step loss (faint), its running mean and the validation points
+  // (path.png and path.svg).
   void plot(const std::string& path, const std::string& title, const std::string& ylabel) const;
 
  private:
   double ema_;
-  std::vector<double> steps_, losses_, emas_, validation_steps_, validation_losses_;
+  std::vector<double> steps_, losses_, validation_steps_, validation_losses_;
   std::string validation_label_;
 };
 

@@ -152,15 +152,13 @@ Evaluation evaluate(nn::ViT& model, const FashionData& d, double label_smoothing
   NoGradGuard no_grad;
   model.eval();
   Evaluation e{examples::ConfusionMatrix(kClasses)};
+  const CrossEntropyOptions summed{.label_smoothing = label_smoothing, .reduction = Reduction::Sum};
   const int64_t n_test = d.test_x.size(0), eb = 500;
   for (int64_t s = 0; s < n_test; s += eb) {
     const int64_t len = std::min(eb, n_test - s);
     const Tensor logits = model.forward(d.test_x.narrow(0, s, len)),
                  y = d.test.labels.narrow(0, s, len);
-    e.loss +=
-        cross_entropy(logits, y, {.label_smoothing = label_smoothing, .reduction = Reduction::Sum})
-            .item() /
-        static_cast<double>(n_test);
+    e.loss += cross_entropy(logits, y, summed).item() / static_cast<double>(n_test);
     e.confusion.add(y, argmax(logits, -1));
   }
   model.train();

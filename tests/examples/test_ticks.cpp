@@ -102,3 +102,11 @@ TEST_CASE("heatmap cell values and the colour map", "[plot][ticks]") {
   CHECK(luminance(colormap(0)) < 0.179);  // text on the darkest cell is white
   CHECK(luminance(colormap(1)) > 0.179);  // and black on the brightest
 }
+
+TEST_CASE("running_mean: a centred window, shorter at the ends, NaN left out", "[plot][ticks]") {
+  CHECK(running_mean({1, 2, 3, 4, 5}, 3) == V{1.5, 2, 3, 4, 4.5});
+  CHECK(running_mean({1, 2, 3}, 1) == V{1, 2, 3});
+  CHECK(running_mean({1, NAN, 3, 5}, 3) == V{1, 2, 4, 4});
+  CHECK(std::isnan(running_mean({NAN}, 3)[0]));
+  CHECK_THROWS_WITH(running_mean({1}, 0), Contains("window"));
+}
