@@ -60,6 +60,7 @@ struct Axis {
   std::vector<std::string> labels;
   std::string multiplier;     // "×10<sup>k</sup>" shared by the labels, or empty
   std::vector<double> minor;  // unlabelled: 2..9 x 10^k between the decades of a log axis
+  bool minor_grid = false;    // their grid lines too (when decades are far enough apart)
 
   double unit(double v) const {
     return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo))
@@ -80,6 +81,7 @@ Axis make_axis(double data_lo, double data_hi, bool log, double pixels, double s
     for (double k = std::floor(std::log10(a.lo)); decades && k <= std::log10(a.hi); ++k)
       for (int m = 2; m <= 9; ++m)
         if (const double v = m * std::pow(10.0, k); v > a.lo && v < a.hi) a.minor.push_back(v);
+    a.minor_grid = pixels / (std::log10(a.hi) - std::log10(a.lo)) >= 80;
   } else {
     a.ticks = nice_ticks(a.lo, a.hi, max_ticks);
     TickLabels l = linear_tick_labels(a.ticks);
@@ -259,12 +261,12 @@ void line_plot(const std::string& path, const std::vector<Series>& series,
     tick.markup = true;
     for (double v : f.y.minor) {
       const double y = std::round(f.py(v)) + 0.5;
-      p.line(a.x, y, a.x + a.w, y, kMinorGridLine);
+      if (f.y.minor_grid) p.line(a.x, y, a.x + a.w, y, kMinorGridLine);
       p.line(a.x - kTickLength / 2, y, a.x, y, kGrey);
     }
     for (double v : f.x.minor) {
       const double x = std::round(f.px(v)) + 0.5;
-      p.line(x, a.y, x, a.y + a.h, kMinorGridLine);
+      if (f.x.minor_grid) p.line(x, a.y, x, a.y + a.h, kMinorGridLine);
       p.line(x, a.y + a.h, x, a.y + a.h + kTickLength / 2, kGrey);
     }
     for (size_t i = 0; i < f.y.ticks.size(); ++i) {
