@@ -80,7 +80,9 @@ void save_figures(const std::string& out_dir, const ToyData& d,
   Tensor attn = softmax_last(mul(mul(diff, diff), -0.5));
   viz::heatmap(out_dir + "/attention.png",
                viz::matrix_rows(attn.to_vector<double>(), d.test_x.size(), d.xs.size()),
-               "attention weights (queries x keys)");
+               {.title = "parametric attention weights",
+                .xlabel = "training key (sorted by x)",
+                .ylabel = "test query (x = 0 to 4.9)"});
 }
 
 }  // namespace

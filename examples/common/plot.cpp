@@ -1,85 +1,26 @@
+// line_plot and the colour map; heatmap.cpp and images.cpp draw the other figures.
 #include "examples/common/plot.h"
 
+#include <cairo.h>
 #include <fmt/format.h>
-#include <stb_easy_font.h>
-#include <stb_image_write.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "core/error.h"
-#include "core/io/safetensors.h"
+#include "examples/common/ticks.h"
 
 namespace nabla::viz {
 
-Canvas::Canvas(int width, int height, Rgb bg)
-    : w_(width), h_(height), pixels_(static_cast<size_t>(width * height * 3)) {
-  fill_rect(0, 0, w_, h_, bg);
-}
-
-void Canvas::set(int x, int y, Rgb c) {
-  if (x < 0 || y < 0 || x >= w_ || y >= h_) return;
-  auto i = static_cast<size_t>((y * w_ + x) * 3);
-  pixels_[i] = c.r;
-  pixels_[i + 1] = c.g;
-  pixels_[i + 2] = c.b;
-}
-
-void Canvas::fill_rect(int x0, int y0, int x1, int y1, Rgb c) {
-  for (int y = std::max(0, y0); y < std::min(h_, y1); ++y)
-    for (int x = std::max(0, x0); x < std::min(w_, x1); ++x) set(x, y, c);
-}
-
-void Canvas::line(double x0, double y0, double x1, double y1, Rgb c, int thickness) {
-  const double steps = std::max(std::abs(x1 - x0), std::abs(y1 - y0)) + 1;
-  for (int i = 0; i <= static_cast<int>(steps); ++i) {
-    const double t = i / steps;
-    const int x = static_cast<int>(std::lround(x0 + t * (x1 - x0)));
-    const int y = static_cast<int>(std::lround(y0 + t * (y1 - y0)));
-    fill_rect(x - thickness / 2, y - thickness / 2, x - thickness / 2 + thickness,
-              y - thickness / 2 + thickness, c);
-  }
-}
-
-int Canvas::text(int x, int y, const std::string& s, Rgb c, int scale) {
-  // stb_easy_font emits quads (4 vertices of 16 bytes each); we fill their bounding boxes.
-  static char buffer[99999];
-  std::string copy = s;
-  const int quads =
-      stb_easy_font_print(0, 0, copy.data(), nullptr, buffer, static_cast<int>(sizeof(buffer)));
-  for (int q = 0; q < quads; ++q) {
-    const float* v = reinterpret_cast<const float*>(buffer + q * 64);
-    const float qx0 = v[0], qy0 = v[1], qx1 = v[8], qy1 = v[9];
-    fill_rect(x + static_cast<int>(qx0 * static_cast<float>(scale)),
-              y + static_cast<int>(qy0 * static_cast<float>(scale)),
-              x + static_cast<int>(qx1 * static_cast<float>(scale)),
-              y + static_cast<int>(qy1 * static_cast<float>(scale)), c);
-  }
-  return text_width(s, scale);
-}
-
-int Canvas::text_width(const std::string& s, int scale) {
-  std::string copy = s;
-  return stb_easy_font_width(copy.data()) * scale;
-}
-
-void Canvas::save_png(const std::string& path) const {
-  std::string bytes;
-  auto append = [](void* ctx, void* data, int size) {
-    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data),
-                                           static_cast<size_t>(size));
-  };
-  if (!stbi_write_png_to_func(append, &bytes, w_, h_, 3, pixels_.data(), w_ * 3))
-    throw IOError(fmt::format("{}: PNG encoding failed", path));
-  io::atomic_write(path, bytes);
-}
-
 Rgb colormap(double t) {
-  // A compact viridis approximation: dark purple -> blue -> green -> yellow.
-  static const Rgb stops[] = {
-      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
-  t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * 4;
-  const int i = std::min(3, static_cast<int>(t));
+  // viridis at t = 0, 0.1, ..., 1 (matplotlib's _viridis_data rows 0, 25, 51, ..., 255), linear
+  // in between: within one 8-bit step of the 256-entry table.
+  static constexpr Rgb stops[] = {{68, 1, 84},    {72, 36, 117},  {65, 68, 135},  {53, 95, 141},
+                                  {42, 120, 142}, {33, 145, 140}, {34, 168, 132}, {68, 191, 112},
+                                  {122, 209, 81}, {189, 223, 38}, {253, 231, 37}};
+  t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * 10;
+  const int i = std::min(9, static_cast<int>(t));
   const double f = t - i;
   auto mix = [&](uint8_t a, uint8_t b) {
     return static_cast<uint8_t>(std::lround(a + f * (b - a)));
@@ -88,184 +29,273 @@ Rgb colormap(double t) {
           mix(stops[i].b, stops[i + 1].b)};
 }
 
+std::vector<double> running_mean(const std::vector<double>& values, int window) {
+  if (window < 1)
+    throw ValueError(fmt::format("running_mean: window must be >= 1, got {}", window));
+  const size_t n = values.size(), half = static_cast<size_t>(window / 2);
+  std::vector<double> sum(n + 1, 0), count(n + 1, 0);  // prefix sums over the finite values
+  for (size_t i = 0; i < n; ++i) {
+    const bool finite = std::isfinite(values[i]);
+    sum[i + 1] = sum[i] + (finite ? values[i] : 0);
+    count[i + 1] = count[i] + finite;
+  }
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t a = i >= half ? i - half : 0, b = std::min(n, i + half + 1);
+    out[i] = count[b] > count[a] ? (sum[b] - sum[a]) / (count[b] - count[a]) : NAN;
+  }
+  return out;
+}
+
 namespace {
 
-std::string tick_label(double v) {
-  if (v == 0) return "0";
-  const double a = std::abs(v);
-  if (a >= 1e4 || a < 1e-3) return fmt::format("{:.1e}", v);
-  if (a >= 100) return fmt::format("{:.0f}", v);
-  if (a >= 1) return fmt::format("{:.2g}", v);
-  return fmt::format("{:.3g}", v);
+constexpr double kPad = 12, kTickLength = 5;
+constexpr Rgb kMinorGridLine{243, 243, 243};
+
+// One axis: its view interval, ticks and their labels, and the map to [0, 1] along it.
+struct Axis {
+  double lo = 0, hi = 1;
+  bool log = false;
+  std::vector<double> ticks;
+  std::vector<std::string> labels;
+  std::string multiplier;     // "×10<sup>k</sup>" shared by the labels, or empty
+  std::vector<double> minor;  // unlabelled: 2..9 x 10^k between the decades of a log axis
+  bool minor_grid = false;    // their grid lines too (when decades are far enough apart)
+
+  double unit(double v) const {
+    return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo))
+               : (v - lo) / (hi - lo);
+  }
+};
+
+// `pixels` long, a tick about every `spacing` pixels at most.
+Axis make_axis(double data_lo, double data_hi, bool log, double pixels, double spacing) {
+  Axis a;
+  a.log = log;
+  std::tie(a.lo, a.hi) = axis_limits(data_lo, data_hi, 0.04, log);
+  const int max_ticks = std::clamp(static_cast<int>(pixels / spacing) + 1, 3, 11);
+  if (log) {
+    a.ticks = log_ticks(a.lo, a.hi, max_ticks);
+    a.labels = log_tick_labels(a.ticks);
+    const bool decades = a.ticks.size() >= 2 && std::abs(a.ticks[1] / a.ticks[0] - 10) < 1e-6;
+    for (double k = std::floor(std::log10(a.lo)); decades && k <= std::log10(a.hi); ++k)
+      for (int m = 2; m <= 9; ++m)
+        if (const double v = m * std::pow(10.0, k); v > a.lo && v < a.hi) a.minor.push_back(v);
+    a.minor_grid = pixels / (std::log10(a.hi) - std::log10(a.lo)) >= 80;
+  } else {
+    a.ticks = nice_ticks(a.lo, a.hi, max_ticks);
+    TickLabels l = linear_tick_labels(a.ticks);
+    a.labels = std::move(l.labels);
+    a.multiplier = std::move(l.multiplier);
+  }
+  return a;
+}
+
+bool usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
+
+struct Rect {
+  double x, y, w, h;
+  bool contains(double px, double py) const {
+    return px >= x && px <= x + w && py >= y && py <= y + h;
+  }
+};
+
+// Whether the segment crosses the rectangle (Liang and Barsky's clipping test).
+bool segment_hits(double x0, double y0, double x1, double y1, const Rect& r) {
+  double t0 = 0, t1 = 1;
+  const double dx = x1 - x0, dy = y1 - y0;
+  const std::array<std::pair<double, double>, 4> sides = {
+      {{-dx, x0 - r.x}, {dx, r.x + r.w - x0}, {-dy, y0 - r.y}, {dy, r.y + r.h - y0}}};
+  for (const auto& [p, q] : sides) {
+    if (p == 0) {
+      if (q < 0) return false;
+    } else if (p < 0) {
+      t0 = std::max(t0, q / p);
+    } else {
+      t1 = std::min(t1, q / p);
+    }
+  }
+  return t0 <= t1;
+}
+
+struct Frame {
+  Rect area;  // the plotting area in pixels
+  Axis x, y;
+  double px(double v) const { return area.x + x.unit(v) * area.w; }
+  double py(double v) const { return area.y + area.h - y.unit(v) * area.h; }
+};
+
+// How many points and line pieces of the series the rectangle would cover.
+int covered(const Frame& f, const std::vector<Series>& series, const Rect& r) {
+  int hits = 0;
+  for (const Series& s : series) {
+    bool have_prev = false;
+    double qx = 0, qy = 0;
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!usable(s.x[i], f.x.log) || !usable(s.y[i], f.y.log)) {
+        have_prev = false;
+        continue;
+      }
+      const double px = f.px(s.x[i]), py = f.py(s.y[i]);
+      hits += r.contains(px, py);
+      if (s.lines && have_prev) hits += segment_hits(qx, qy, px, py, r);
+      qx = px, qy = py, have_prev = true;
+    }
+  }
+  return hits;
+}
+
+void draw_series(Painter& p, const Frame& f, const Series& s) {
+  cairo_t* cr = p.cairo();
+  cairo_save(cr);
+  cairo_rectangle(cr, f.area.x, f.area.y, f.area.w, f.area.h);
+  cairo_clip(cr);
+  if (s.lines) {
+    bool pen_down = false;
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!usable(s.x[i], f.x.log) || !usable(s.y[i], f.y.log)) {
+        pen_down = false;
+        continue;
+      }
+      (pen_down ? cairo_line_to : cairo_move_to)(cr, f.px(s.x[i]), f.py(s.y[i]));
+      pen_down = true;
+    }
+    cairo_set_source_rgba(cr, s.color.r / 255.0, s.color.g / 255.0, s.color.b / 255.0, s.alpha);
+    cairo_set_line_width(cr, s.width);
+    cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+    cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
+    cairo_stroke(cr);
+  }
+  if (s.markers)
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
+      if (usable(s.x[i], f.x.log) && usable(s.y[i], f.y.log))
+        p.circle(f.px(s.x[i]), f.py(s.y[i]), 3.5, s.color);
+  cairo_restore(cr);
+}
+
+void draw_legend(Painter& p, const Frame& f, const std::vector<Series>& series) {
+  std::vector<const Series*> shown;
+  double text_w = 0, text_h = 0;
+  for (const Series& s : series)
+    if (!s.label.empty()) {
+      shown.push_back(&s);
+      const TextSize size = measure_text(s.label, kLegendStyle);
+      text_w = std::max(text_w, size.width);
+      text_h = std::max(text_h, size.height);
+    }
+  if (shown.empty()) return;
+  const double swatch = 28, row = text_h + 3, inset = 10;
+  const double w = 8 + swatch + 6 + text_w + 8, h = 6 + row * static_cast<double>(shown.size()) + 3;
+  const Rect& a = f.area;
+  const Rect corners[] = {{a.x + a.w - w - inset, a.y + inset, w, h},
+                          {a.x + inset, a.y + inset, w, h},
+                          {a.x + a.w - w - inset, a.y + a.h - h - inset, w, h},
+                          {a.x + inset, a.y + a.h - h - inset, w, h}};
+  const Rect* best = &corners[0];
+  int fewest = covered(f, series, corners[0]);
+  for (const Rect& r : corners)
+    if (const int c = covered(f, series, r); c < fewest) best = &r, fewest = c;
+  p.fill_rect(best->x, best->y, w, h, kWhite, 0.9);
+  p.stroke_rect(std::round(best->x) + 0.5, std::round(best->y) + 0.5, std::round(w), std::round(h),
+                {204, 204, 204});
+  double y = best->y + 6 + row / 2 - 1.5;
+  for (const Series* s : shown) {
+    const double x = best->x + 8;
+    if (s->lines) {
+      cairo_t* cr = p.cairo();
+      cairo_set_source_rgba(cr, s->color.r / 255.0, s->color.g / 255.0, s->color.b / 255.0,
+                            std::max(s->alpha, 0.35));
+      cairo_set_line_width(cr, std::max(s->width, 2.0));
+      cairo_move_to(cr, x, y);
+      cairo_line_to(cr, x + swatch, y);
+      cairo_stroke(cr);
+    }
+    if (s->markers) p.circle(x + swatch / 2, y, 3.5, s->color);
+    p.text(x + swatch + 6, y, s->label, kLegendStyle, Anchor::kStart, Anchor::kMiddle);
+    y += row;
+  }
 }
 
 }  // namespace
 
 void line_plot(const std::string& path, const std::vector<Series>& series,
                const PlotOptions& opts) {
-  Canvas c(opts.width, opts.height);
-  const int left = 80, right = 20, top = 40, bottom = 60;
-  const int pw = opts.width - left - right, ph = opts.height - top - bottom;
-  auto tx = [&](double v) { return opts.log_x ? std::log10(std::max(v, 1e-300)) : v; };
-  auto ty = [&](double v) { return opts.log_y ? std::log10(std::max(v, 1e-300)) : v; };
-  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
-  for (const Series& s : series)
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.y[i])) continue;
-      xmin = std::min(xmin, tx(s.x[i]));
-      xmax = std::max(xmax, tx(s.x[i]));
-      ymin = std::min(ymin, ty(s.y[i]));
-      ymax = std::max(ymax, ty(s.y[i]));
-    }
-  if (!std::isfinite(xmin)) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
-  if (xmax == xmin) xmax = xmin + 1;
-  if (ymax == ymin) ymax = ymin + 1;
-  const double pad = (ymax - ymin) * 0.05;
-  ymin -= pad;
-  ymax += pad;
-  auto px = [&](double v) { return left + (tx(v) - xmin) / (xmax - xmin) * pw; };
-  auto py = [&](double v) { return top + ph - (ty(v) - ymin) / (ymax - ymin) * ph; };
-  const Rgb axis{60, 60, 60}, grid{225, 225, 225};
-  for (int k = 0; k <= 5; ++k) {
-    const double fy = ymin + (ymax - ymin) * k / 5.0, fx = xmin + (xmax - xmin) * k / 5.0;
-    const double ypix = top + ph - ph * k / 5.0, xpix = left + pw * k / 5.0;
-    c.line(left, ypix, left + pw, ypix, grid);
-    c.line(xpix, top, xpix, top + ph, grid);
-    const std::string yl = tick_label(opts.log_y ? std::pow(10, fy) : fy);
-    const std::string xl = tick_label(opts.log_x ? std::pow(10, fx) : fx);
-    c.text(left - 6 - Canvas::text_width(yl), static_cast<int>(ypix) - 4, yl, axis);
-    c.text(static_cast<int>(xpix) - Canvas::text_width(xl) / 2, top + ph + 6, xl, axis);
-  }
-  c.line(left, top, left, top + ph, axis);
-  c.line(left, top + ph, left + pw, top + ph, axis);
+  double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
   for (const Series& s : series) {
-    for (size_t i = 1; s.lines && i < s.x.size() && i < s.y.size(); ++i)
-      if (std::isfinite(s.y[i]) && std::isfinite(s.y[i - 1]))
-        c.line(px(s.x[i - 1]), py(s.y[i - 1]), px(s.x[i]), py(s.y[i]), s.color, 2);
-    if (s.markers)
-      for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
-        if (std::isfinite(s.y[i])) {
-          const int mx = static_cast<int>(px(s.x[i])), my = static_cast<int>(py(s.y[i]));
-          c.fill_rect(mx - 2, my - 2, mx + 3, my + 3, s.color);
-        }
+    if (s.x.size() != s.y.size())
+      throw ValueError(fmt::format("line_plot: {}: series \"{}\" has {} x but {} y values", path,
+                                   s.label, s.x.size(), s.y.size()));
+    for (size_t i = 0; i < s.x.size(); ++i)
+      if (usable(s.x[i], opts.log_x) && usable(s.y[i], opts.log_y)) {
+        xlo = std::min(xlo, s.x[i]), xhi = std::max(xhi, s.x[i]);
+        ylo = std::min(ylo, s.y[i]), yhi = std::max(yhi, s.y[i]);
+      }
   }
-  int ly = top + 8;
-  for (const Series& s : series) {
-    if (s.label.empty()) continue;
-    const int lx = left + pw - Canvas::text_width(s.label) - 40;
-    c.fill_rect(lx, ly + 3, lx + 20, ly + 6, s.color);
-    c.text(lx + 26, ly, s.label, axis);
-    ly += 14;
-  }
-  c.text(opts.width / 2 - Canvas::text_width(opts.title, 2) / 2, 10, opts.title, axis, 2);
-  c.text(left + pw / 2 - Canvas::text_width(opts.xlabel) / 2, opts.height - 24, opts.xlabel, axis);
-  c.text(8, top - 16, opts.ylabel, axis);
-  c.save_png(path);
-}
+  if (!std::isfinite(xlo)) xlo = 1, xhi = 10, ylo = 1, yhi = 10;  // nothing to draw: empty axes
 
-void heatmap(const std::string& path, const std::vector<std::vector<double>>& values,
-             const std::string& title, const std::vector<std::string>& row_labels,
-             const std::vector<std::string>& col_labels, int cell) {
-  const int rows = static_cast<int>(values.size());
-  const int cols = rows ? static_cast<int>(values[0].size()) : 0;
-  if (cell <= 0) cell = std::clamp(600 / std::max({rows, cols, 1}), 4, 40);
-  int label_w = 0;
-  for (const auto& l : row_labels) label_w = std::max(label_w, Canvas::text_width(l));
-  int col_label_h = 0;
-  for (const auto& l : col_labels) col_label_h = std::max(col_label_h, Canvas::text_width(l));
-  const int left = 10 + label_w + 6, top = 36;
-  Canvas c(left + cols * cell + 70, top + rows * cell + col_label_h + 16);
-  double lo = INFINITY, hi = -INFINITY;
-  for (const auto& r : values)
-    for (double v : r)
-      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-  if (!(hi > lo)) hi = lo + 1;
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j)
-      c.fill_rect(left + j * cell, top + i * cell, left + (j + 1) * cell, top + (i + 1) * cell,
-                  colormap((values[i][j] - lo) / (hi - lo)));
-  const Rgb ink{40, 40, 40};
-  for (int i = 0; i < rows && i < static_cast<int>(row_labels.size()); ++i)
-    c.text(left - 6 - Canvas::text_width(row_labels[i]), top + i * cell + cell / 2 - 4,
-           row_labels[i], ink);
-  // Column labels are drawn one character per line (vertical) to fit narrow cells.
-  for (int j = 0; j < cols && j < static_cast<int>(col_labels.size()); ++j) {
-    int y = top + rows * cell + 4;
-    for (char ch : col_labels[j]) {
-      c.text(left + j * cell + cell / 2 - 3, y, std::string(1, ch), ink);
-      y += 10;
+  // Layout: the vertical extent first (it fixes the y ticks), then the y tick labels' width
+  // fixes the left margin and with it the x axis.
+  const double tick_h = measure_text("0", kTickStyle).height;
+  const double label_h = measure_text("Xy", kLabelStyle).height;
+  double top = kPad + (opts.title.empty() ? 4 : measure_text(opts.title, kTitleStyle).height + 8);
+  const double bottom = kPad + (opts.xlabel.empty() ? 0 : label_h + 6) + tick_h + kTickLength + 4;
+  Frame f;
+  f.y = make_axis(ylo, yhi, opts.log_y, opts.height - top - bottom, 45);
+  if (!f.y.multiplier.empty()) top += tick_h + 4;  // room for "×10^k" above the axis
+  f.area.y = top;
+  f.area.h = opts.height - top - bottom;
+  f.y = make_axis(ylo, yhi, opts.log_y, f.area.h, 45);
+  double ytick_w = 0;
+  for (const std::string& l : f.y.labels)
+    ytick_w = std::max(ytick_w, measure_text(l, {.size = kTickStyle.size, .markup = true}).width);
+  f.area.x = kPad + (opts.ylabel.empty() ? 0 : label_h + 8) + ytick_w + kTickLength + 4;
+  f.area.w = opts.width - f.area.x - kPad - 16;
+  if (f.area.w < 40 || f.area.h < 40)
+    throw ValueError(fmt::format("line_plot: {}: {}x{} pixels leave no room to plot", path,
+                                 opts.width, opts.height));
+  f.x = make_axis(xlo, xhi, opts.log_x, f.area.w, 90);
+
+  render(path, opts.width, opts.height, [&](Painter& p) {
+    const Rect& a = f.area;
+    TextStyle tick = kTickStyle;
+    tick.markup = true;
+    for (double v : f.y.minor) {
+      const double y = std::round(f.py(v)) + 0.5;
+      if (f.y.minor_grid) p.line(a.x, y, a.x + a.w, y, kMinorGridLine);
+      p.line(a.x - kTickLength / 2, y, a.x, y, kGrey);
     }
-  }
-  // Colour bar.
-  const int bx = left + cols * cell + 14;
-  for (int k = 0; k < rows * cell; ++k)
-    c.fill_rect(bx, top + k, bx + 14, top + k + 1,
-                colormap(1.0 - static_cast<double>(k) / std::max(1, rows * cell - 1)));
-  c.text(bx + 18, top, tick_label(hi), ink);
-  c.text(bx + 18, top + rows * cell - 8, tick_label(lo), ink);
-  c.text(10, 10, title, ink, 2);
-  c.save_png(path);
-}
-
-void image_grid(const std::string& path, const std::vector<std::vector<double>>& images, int rows,
-                int cols, const std::vector<std::vector<double>>& overlays,
-                const std::vector<std::string>& captions, int scale) {
-  const int n = static_cast<int>(images.size());
-  const int tile_w = cols * scale, tile_h = rows * scale, gap = 10, caption_h = 16;
-  Canvas c(gap + n * (tile_w + gap), gap + tile_h + caption_h + gap);
-  for (int k = 0; k < n; ++k) {
-    const int ox = gap + k * (tile_w + gap), oy = gap;
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) {
-        const auto idx = static_cast<size_t>(i * cols + j);
-        const double g = std::clamp(images[k][idx], 0.0, 1.0);
-        Rgb px{static_cast<uint8_t>(g * 255), static_cast<uint8_t>(g * 255),
-               static_cast<uint8_t>(g * 255)};
-        if (k < static_cast<int>(overlays.size())) {
-          const Rgb h = colormap(overlays[k][idx]);
-          const double a = 0.55;
-          px = {static_cast<uint8_t>(a * h.r + (1 - a) * px.r),
-                static_cast<uint8_t>(a * h.g + (1 - a) * px.g),
-                static_cast<uint8_t>(a * h.b + (1 - a) * px.b)};
-        }
-        c.fill_rect(ox + j * scale, oy + i * scale, ox + (j + 1) * scale, oy + (i + 1) * scale, px);
-      }
-    if (k < static_cast<int>(captions.size()))
-      c.text(ox, oy + tile_h + 4, captions[k], {40, 40, 40});
-  }
-  c.save_png(path);
-}
-
-void patch_attention_strip(const std::string& path, const PatchAttention& a, int scale) {
-  const size_t n = a.captions.size(), pixels = static_cast<size_t>(a.rows * a.cols),
-               cells = static_cast<size_t>(a.grid_rows * a.grid_cols);
-  if (a.grid_rows <= 0 || a.grid_cols <= 0 || a.rows % a.grid_rows != 0 ||
-      a.cols % a.grid_cols != 0 || a.images.size() != n * pixels || a.maps.size() != n * cells)
-    throw ValueError(fmt::format(
-        "patch_attention_strip: {} captions, {} image values ({}x{} each), {} map values "
-        "({}x{} each): the counts disagree or the grid does not divide the image",
-        n, a.images.size(), a.rows, a.cols, a.maps.size(), a.grid_rows, a.grid_cols));
-  const int patch_h = a.rows / a.grid_rows, patch_w = a.cols / a.grid_cols;
-  std::vector<std::vector<double>> blended, plain, overlays;
-  for (size_t b = 0; b < n; ++b) {
-    const float* map = a.maps.data() + b * cells;
-    const auto [lo, hi] = std::minmax_element(map, map + cells);
-    std::vector<double> image(pixels), overlay(pixels);
-    for (int i = 0; i < a.rows; ++i)
-      for (int j = 0; j < a.cols; ++j) {
-        const auto idx = static_cast<size_t>(i * a.cols + j);
-        image[idx] = a.images[b * pixels + idx];
-        const float v = map[(i / patch_h) * a.grid_cols + j / patch_w];
-        overlay[idx] = *hi > *lo ? (v - *lo) / (*hi - *lo) : 0.0;
-      }
-    blended.push_back(image);
-    plain.push_back(std::move(image));
-    overlays.push_back(std::move(overlay));
-  }
-  blended.insert(blended.end(), plain.begin(), plain.end());
-  std::vector<std::string> captions = a.captions;
-  captions.insert(captions.end(), a.captions.begin(), a.captions.end());
-  image_grid(path, blended, a.rows, a.cols, overlays, captions, scale);
+    for (double v : f.x.minor) {
+      const double x = std::round(f.px(v)) + 0.5;
+      if (f.x.minor_grid) p.line(x, a.y, x, a.y + a.h, kMinorGridLine);
+      p.line(x, a.y + a.h, x, a.y + a.h + kTickLength / 2, kGrey);
+    }
+    for (size_t i = 0; i < f.y.ticks.size(); ++i) {
+      const double y = std::round(f.py(f.y.ticks[i])) + 0.5;
+      p.line(a.x, y, a.x + a.w, y, kGridLine);
+      p.line(a.x - kTickLength, y, a.x, y, kGrey);
+      p.text(a.x - kTickLength - 3, y, f.y.labels[i], tick, Anchor::kEnd, Anchor::kMiddle);
+    }
+    for (size_t i = 0; i < f.x.ticks.size(); ++i) {
+      const double x = std::round(f.px(f.x.ticks[i])) + 0.5;
+      p.line(x, a.y, x, a.y + a.h, kGridLine);
+      p.line(x, a.y + a.h, x, a.y + a.h + kTickLength, kGrey);
+      p.text(x, a.y + a.h + kTickLength + 2, f.x.labels[i], tick, Anchor::kMiddle);
+    }
+    if (!f.y.multiplier.empty()) p.text(a.x, a.y - 4, f.y.multiplier, tick, {}, Anchor::kEnd);
+    if (!f.x.multiplier.empty())
+      p.text(a.x + a.w, a.y + a.h + kTickLength + 2 + tick_h, f.x.multiplier, tick, Anchor::kEnd);
+    for (const Series& s : series) draw_series(p, f, s);
+    p.stroke_rect(std::round(a.x) + 0.5, std::round(a.y) + 0.5, std::round(a.w), std::round(a.h),
+                  kGrey);
+    draw_legend(p, f, series);
+    if (!opts.title.empty())
+      p.text(opts.width / 2.0, kPad, opts.title, kTitleStyle, Anchor::kMiddle);
+    if (!opts.xlabel.empty())
+      p.text(a.x + a.w / 2, opts.height - kPad, opts.xlabel, kLabelStyle, Anchor::kMiddle,
+             Anchor::kEnd);
+    if (!opts.ylabel.empty())
+      p.text(kPad, a.y + a.h / 2, opts.ylabel, kLabelStyle, Anchor::kMiddle, Anchor::kStart, 90);
+  });
 }
 
 }  // namespace nabla::viz

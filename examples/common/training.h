@@ -41,18 +41,24 @@ class Checkpointer {
   optim::LRScheduler* scheduler_;
 };
 
-// The per-step training loss and its exponential moving average (factor 0.98).
+// The per-step training loss and its exponential moving average (factor 0.98), and a held-out
+// loss measured now and then (the validation curve).
 class LossCurve {
  public:
   explicit LossCurve(double ema = 0) : ema_(ema) {}
   // Records the loss of `step` (1-based) and returns the updated average.
   double add(int64_t step, double loss);
+  // A held-out loss measured after `step`, named `label` in the legend.
+  void add_validation(int64_t step, double loss, const std::string& label);
   double ema() const { return ema_; }
+  // One chart: the per-step loss (faint), its running mean and the validation points
+  // (path.png and path.svg).
   void plot(const std::string& path, const std::string& title, const std::string& ylabel) const;
 
  private:
   double ema_;
-  std::vector<double> steps_, losses_;
+  std::vector<double> steps_, losses_, validation_steps_, validation_losses_;
+  std::string validation_label_;
 };
 
 // Linear warm-up from 1% of `peak_lr` over `warmup` steps, then cosine decay to 1% at

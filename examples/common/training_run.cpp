@@ -63,6 +63,8 @@ void TrainingRun::end_epoch(const std::vector<double>& values) {
     if (!options_.metrics[i].label.empty())
       line += fmt::format(", {} {:.4f}", options_.metrics[i].label, values[i]);
     row.push_back(values[i]);
+    if (options_.metrics[i].validation_loss)
+      losses_.add_validation(step, values[i], options_.metrics[i].label);
   }
   fmt::print("{} ({:.1f} s)\n", line, seconds());
   csv_.row(row);

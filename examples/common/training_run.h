@@ -34,6 +34,7 @@ class TrainingRun {
   // in the epoch line (empty: the CSV only).
   struct Metric {
     std::string column, label;
+    bool validation_loss = false;  // also drawn on the loss chart beside the training loss
   };
   struct Options {
     std::string out;  // directory of checkpoint.safetensors and metrics.csv

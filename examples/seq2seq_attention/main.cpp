@@ -197,10 +197,14 @@ void save_attention(nn::EncoderDecoder& model, const Seq2SeqData& d, bool g2p,
     const std::string sep = g2p ? " " : "";
     fmt::print("  \"{}\" -> \"{}\" (reference \"{}\")\n", d.pairs.test[i].src, fmt::join(pred, sep),
                fmt::join(d.pairs.test[i].tgt, sep));
-    viz::heatmap(fmt::format("{}/attention_{}.png", out, k),
-                 viz::matrix_rows(decoded.attention.contiguous().to_vector<float>(), steps, cols),
-                 fmt::format("attention: {} -> {}", d.pairs.test[i].src, fmt::join(pred, sep)),
-                 row_labels, col_labels);
+    viz::heatmap(
+        fmt::format("{}/attention_{}.png", out, k),
+        viz::matrix_rows(decoded.attention.contiguous().to_vector<float>(), steps, cols),
+        {.title = fmt::format("attention: {} \u2192 {}", d.pairs.test[i].src, fmt::join(pred, sep)),
+         .xlabel = "source",
+         .ylabel = "output",
+         .row_labels = row_labels,
+         .col_labels = col_labels});
   }
 }
 

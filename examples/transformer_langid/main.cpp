@@ -5,8 +5,9 @@
 //   bytes -> Embedding * sqrt(d) + sinusoidal positions -> N x TransformerEncoderLayer
 //         -> mean over the real (non-pad) tokens -> Linear -> 8 logits
 //
-// Prints a progress bar, per-epoch test accuracy, a confusion matrix; writes metrics.csv,
-// loss.png, confusion.png and a checkpoint (resume with --resume). Ends with a RESULT line.
+// Prints a progress bar, per-epoch test accuracy and loss, a confusion matrix; writes
+// metrics.csv, loss.png (train and test loss), confusion.png (each also as .svg) and a checkpoint
+// (resume with --resume). Ends with a RESULT line.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -214,19 +215,26 @@ Batch make_batch(const std::vector<Encoded>& seqs, const std::vector<data::TextE
                from_vector(labels, {static_cast<int64_t>(labels.size())})};
 }
 
-// The confusion matrix over the whole test split (eval mode, no graph).
-examples::ConfusionMatrix evaluate(LangIdModel& model, const LangIdData& d) {
+// The confusion matrix and the mean cross-entropy over the whole test split (eval mode, no
+// graph).
+struct Evaluation {
+  examples::ConfusionMatrix confusion;
+  double loss = 0;
+};
+Evaluation evaluate(LangIdModel& model, const LangIdData& d) {
   NoGradGuard no_grad;
   model.eval();
-  examples::ConfusionMatrix confusion(d.corpus.languages);
+  Evaluation e{examples::ConfusionMatrix(d.corpus.languages)};
   for (const auto& idx : length_buckets(d.test, 256, 0)) {
     Batch b = make_batch(d.test, d.corpus.test, idx);
-    confusion.add(b.labels, argmax(model.forward(b.padded.tokens, b.bigrams, b.trigrams,
-                                                 b.padded.key_padding_mask),
-                                   -1));
+    const Tensor logits =
+        model.forward(b.padded.tokens, b.bigrams, b.trigrams, b.padded.key_padding_mask);
+    e.loss += cross_entropy(logits, b.labels, {.reduction = Reduction::Sum}).item() /
+              static_cast<double>(d.test.size());
+    e.confusion.add(b.labels, argmax(logits, -1));
   }
   model.train();
-  return confusion;
+  return e;
 }
 
 int run(int argc, char** argv) {
@@ -263,15 +271,16 @@ int run(int argc, char** argv) {
              steps_per_epoch);
 
   // --- training -------------------------------------------------------------------------------
-  examples::TrainingRun training({.out = c.out,
-                                  .resume = c.resume,
-                                  .stop_after = c.stop_after,
-                                  .steps_per_epoch = steps_per_epoch,
-                                  .total_steps = total_steps,
-                                  .metrics = {{"test_accuracy", "test accuracy"}},
-                                  .log_lr = true,
-                                  .start = t0},
-                                 model, opt, sched.get(), loader);
+  examples::TrainingRun training(
+      {.out = c.out,
+       .resume = c.resume,
+       .stop_after = c.stop_after,
+       .steps_per_epoch = steps_per_epoch,
+       .total_steps = total_steps,
+       .metrics = {{"test_accuracy", "test accuracy"}, {"test_loss", "test loss", true}},
+       .log_lr = true,
+       .start = t0},
+      model, opt, sched.get(), loader);
   model.train();
   while (auto batch = training.next_batch(loader)) {
     Tensor logits = model.forward(batch->padded.tokens, batch->bigrams, batch->trigrams,
@@ -282,17 +291,19 @@ int run(int argc, char** argv) {
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
-    if (training.step_done(loss.item(), batch->labels.numel()))
-      training.end_epoch({evaluate(model, d).accuracy()});
+    if (training.step_done(loss.item(), batch->labels.numel())) {
+      const Evaluation e = evaluate(model, d);
+      training.end_epoch({e.confusion.accuracy(), e.loss});
+    }
   }
   if (training.stopped()) return 0;
   const double train_s = training.seconds();
 
   // --- report ---------------------------------------------------------------------------------
-  const examples::ConfusionMatrix confusion = evaluate(model, d);
+  const examples::ConfusionMatrix confusion = evaluate(model, d).confusion;
   const double test_acc = confusion.accuracy();
   confusion.print();
-  training.losses().plot(c.out + "/loss.png", "transformer_langid: training loss", "cross-entropy");
+  training.losses().plot(c.out + "/loss.png", "transformer_langid: loss", "cross-entropy");
   confusion.save_heatmap(c.out + "/confusion.png");
   fmt::print(
       "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv, loss.png, "

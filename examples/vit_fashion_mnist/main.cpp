@@ -5,9 +5,10 @@
 //   image (1, 28, 28), normalised -> 4x4 patches of 7x7 -> linear patch embedding + CLS token
 //         + learned positions -> N x pre-norm Transformer block -> LayerNorm -> CLS -> Linear
 //
-// Prints a progress bar, per-epoch test accuracy, a confusion matrix; writes metrics.csv,
-// loss.png, confusion.png, attention.png (the last block's CLS attention over the patches,
-// averaged over heads, for 6 test images) and a checkpoint (resume with --resume). Ends with a
+// Prints a progress bar, per-epoch test accuracy and loss, a confusion matrix; writes
+// metrics.csv, loss.png (train and test loss), confusion.png, attention.png (the last block's CLS
+// attention over the patches, averaged over heads, for 6 test images), samples.png (one test
+// image per class), each also as .svg, and a checkpoint (resume with --resume). Ends with a
 // RESULT line.
 #include <fmt/format.h>
 
@@ -141,19 +142,42 @@ nn::ViTConfig vit_config(const Config& c) {
   return vc;
 }
 
-// The confusion matrix over the test split, 500 images at a time (eval mode, no graph).
-examples::ConfusionMatrix evaluate(nn::ViT& model, const FashionData& d) {
+// The confusion matrix and the mean loss (the training criterion, label smoothing included)
+// over the test split, 500 images at a time (eval mode, no graph).
+struct Evaluation {
+  examples::ConfusionMatrix confusion;
+  double loss = 0;
+};
+Evaluation evaluate(nn::ViT& model, const FashionData& d, double label_smoothing) {
   NoGradGuard no_grad;
   model.eval();
-  examples::ConfusionMatrix confusion(kClasses);
+  Evaluation e{examples::ConfusionMatrix(kClasses)};
+  const CrossEntropyOptions summed{.label_smoothing = label_smoothing, .reduction = Reduction::Sum};
   const int64_t n_test = d.test_x.size(0), eb = 500;
   for (int64_t s = 0; s < n_test; s += eb) {
     const int64_t len = std::min(eb, n_test - s);
-    confusion.add(d.test.labels.narrow(0, s, len),
-                  argmax(model.forward(d.test_x.narrow(0, s, len)), -1));
+    const Tensor logits = model.forward(d.test_x.narrow(0, s, len)),
+                 y = d.test.labels.narrow(0, s, len);
+    e.loss += cross_entropy(logits, y, summed).item() / static_cast<double>(n_test);
+    e.confusion.add(y, argmax(logits, -1));
   }
   model.train();
-  return confusion;
+  return e;
+}
+
+// The first test image of each class, captioned (samples.png).
+void save_samples(const FashionData& d, const std::string& path) {
+  viz::ImageGrid grid{.rows = 28, .cols = 28, .per_row = 5, .scale = 3, .title = "Fashion-MNIST"};
+  const auto labels = d.test.labels.to_vector<int64_t>();
+  for (int64_t cls = 0; cls < static_cast<int64_t>(kClasses.size()); ++cls)
+    if (auto at = std::find(labels.begin(), labels.end(), cls); at != labels.end()) {
+      grid.images.push_back(d.test.images.select(0, at - labels.begin())
+                                .to(kFloat64)
+                                .contiguous()
+                                .to_vector<double>());
+      grid.captions.push_back(kClasses[static_cast<size_t>(cls)]);
+    }
+  viz::image_grid(path, grid);
 }
 
 // The last block's CLS attention over the patch grid, averaged over heads, for the first 6 test
@@ -176,6 +200,7 @@ void save_attention(nn::ViT& model, const FashionData& d, const std::string& pat
   for (size_t b = 0; b < p.size(); ++b)
     drawing.captions.push_back(kClasses[static_cast<size_t>(y[b])] + "/" +
                                kClasses[static_cast<size_t>(p[b])]);
+  drawing.title = "CLS attention of the last block (mean over heads); true/predicted";
   viz::patch_attention_strip(path, drawing, 6);
 }
 
@@ -210,15 +235,16 @@ int run(int argc, char** argv) {
   fmt::print("{} steps ({} per epoch, batch {})\n", total_steps, steps_per_epoch, c.batch_size);
 
   // --- training -------------------------------------------------------------------------------
-  examples::TrainingRun training({.out = c.out,
-                                  .resume = c.resume,
-                                  .stop_after = c.stop_after,
-                                  .steps_per_epoch = steps_per_epoch,
-                                  .total_steps = total_steps,
-                                  .metrics = {{"test_accuracy", "test accuracy"}},
-                                  .log_lr = true,
-                                  .start = t0},
-                                 model, opt, sched.get(), loader);
+  examples::TrainingRun training(
+      {.out = c.out,
+       .resume = c.resume,
+       .stop_after = c.stop_after,
+       .steps_per_epoch = steps_per_epoch,
+       .total_steps = total_steps,
+       .metrics = {{"test_accuracy", "test accuracy"}, {"test_loss", "test loss", true}},
+       .log_lr = true,
+       .start = t0},
+      model, opt, sched.get(), loader);
   model.train();
   while (auto batch = training.next_batch(loader)) {
     Tensor logits = model.forward(c.augment ? augment(batch->images) : batch->images);
@@ -228,22 +254,25 @@ int run(int argc, char** argv) {
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
-    if (training.step_done(loss.item(), batch->labels.numel()))
-      training.end_epoch({evaluate(model, d).accuracy()});
+    if (training.step_done(loss.item(), batch->labels.numel())) {
+      const Evaluation e = evaluate(model, d, c.label_smoothing);
+      training.end_epoch({e.confusion.accuracy(), e.loss});
+    }
   }
   if (training.stopped()) return 0;
   const double train_s = training.seconds();
 
   // --- report ---------------------------------------------------------------------------------
-  const examples::ConfusionMatrix confusion = evaluate(model, d);
+  const examples::ConfusionMatrix confusion = evaluate(model, d, c.label_smoothing).confusion;
   const double test_acc = confusion.accuracy();
   confusion.print();
   save_attention(model, d, c.out + "/attention.png");
-  training.losses().plot(c.out + "/loss.png", "vit_fashion_mnist: training loss", "cross-entropy");
+  save_samples(d, c.out + "/samples.png");
+  training.losses().plot(c.out + "/loss.png", "vit_fashion_mnist: loss", "cross-entropy");
   confusion.save_heatmap(c.out + "/confusion.png");
   fmt::print(
-      "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv, loss.png, "
-      "confusion.png, attention.png\n",
+      "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv and (.png, .svg) "
+      "loss, confusion, attention, samples\n",
       test_acc, training.step(), train_s, c.out);
   fmt::print(
       "RESULT example=vit_fashion_mnist test_accuracy={:.4f} steps={} params={} "
