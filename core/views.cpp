@@ -58,7 +58,9 @@ Shape infer_shape(const char* op, const Shape& requested, int64_t numel, const S
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (infer_at >= 0) throw ShapeError(fmt::format("{}: only one dim can be -1", op));
+      if (infer_at >= 0)
+        throw ShapeError(
+            fmt::format("{}: only one dim can be -1 in shape {}", op, shape_str(requested)));
       infer_at = static_cast<int64_t>(i);
     } else if (shape[i] < 0) {
       throw ShapeError(
@@ -314,13 +316,13 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   auto i = static_cast<size_t>(normalize_dim("narrow", d, dim()));
   const int64_t n = shape()[i];
-  if (start < 0) start += n;
-  if (start < 0 || start > n || length < 0 || length > n - start)
+  const int64_t begin = start < 0 ? start + n : start;
+  if (begin < 0 || begin > n || length < 0 || length > n - begin)
     throw ShapeError(
         fmt::format("narrow: start {} and length {} are out of range for dim {} of "
                     "size {} (shape {})",
                     start, length, d, n, shape_str(shape())));
-  return slice(static_cast<int64_t>(i), start, start + length, 1);
+  return slice(static_cast<int64_t>(i), begin, begin + length, 1);
 }
 
 // ----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ class ByteSource {
       throw IOError(fmt::format("{}: {}", path, is_dir ? "is a directory, not an IDX file"
                                                        : "is not a regular file"));
     }
+    file_size_ = static_cast<uint64_t>(st.st_size);
     fill_input();
     gzip_ = in_end_ >= 2 && in_[0] == 0x1f && in_[1] == 0x8b;
     if (gzip_ && inflateInit2(&zs_, 15 + 16) != Z_OK) {  // 15 + 16: zlib's gzip-only mode
@@ -52,6 +53,12 @@ class ByteSource {
   ByteSource& operator=(const ByteSource&) = delete;
 
   bool gzip() const { return gzip_; }
+  uint64_t file_size() const { return file_size_; }
+  // Where reading stopped, for error messages.
+  std::string progress() const {
+    return fmt::format("after reading {} of the file's {} {}bytes", consumed_, file_size_,
+                       gzip_ ? "compressed " : "");
+  }
 
   // Up to n bytes into dst; fewer only at the (valid) end of the data.
   size_t read(uint8_t* dst, size_t n) {
@@ -133,7 +140,7 @@ class ByteSource {
   z_stream zs_{};
   std::array<uint8_t, 1 << 16> in_{};
   size_t in_pos_ = 0, in_end_ = 0;
-  uint64_t consumed_ = 0, produced_ = 0;  // compressed bytes read, decompressed bytes made
+  uint64_t file_size_ = 0, consumed_ = 0, produced_ = 0;  // compressed bytes read, decompressed bytes made
 };
 
 uint32_t be32(const uint8_t* p) {
@@ -166,12 +173,22 @@ Tensor read_idx(const std::string& path) {
     const uint32_t n = be32(head.data() + 4 + 4 * d);
     shape.push_back(n);
     count *= n;  // <= extent, which is checked
-    extent *= std::max<uint32_t>(n, 1);
-    if (extent > kMaxIdxBytes)
+    if (__builtin_mul_overflow(extent, std::max<uint32_t>(n, 1), &extent) || extent > kMaxIdxBytes)
       throw FormatError(fmt::format(
           "{}: IDX dims at offsets 4..{} ({}) describe more than {} bytes; the header is corrupt",
           path, 4 + 4 * d + 4, fmt::join(shape, ", "), kMaxIdxBytes));
   }
+  auto mismatch = [&](const std::string& found) {
+    return FormatError(
+        fmt::format("{}: IDX header (offset 4..{}) promises shape {} = {} bytes of data but the "
+                    "{}file has {} ({})",
+                    path, header, shape_str(shape), count, src.gzip() ? "decompressed " : "",
+                    found, src.progress()));
+  };
+  if (!src.gzip() && src.file_size() != header + count)
+    throw mismatch(src.file_size() < header + count
+                       ? fmt::format("only {} (truncated)", src.file_size() - header)
+                       : fmt::format("{} (padded)", src.file_size() - header));
   // Read what the header declares, in chunks as it arrives (a lying header costs no memory),
   // then one byte more, which must not exist.
   std::vector<uint8_t> data;
@@ -184,13 +201,6 @@ Tensor read_idx(const std::string& path) {
     data.resize(old + n);
     if (n < want) break;
   }
-  auto mismatch = [&](const std::string& found) {
-    return FormatError(
-        fmt::format("{}: IDX header (offset 4..{}) promises shape {} = {} bytes of data but the "
-                    "{}file has {}",
-                    path, header, shape_str(shape), count, src.gzip() ? "decompressed " : "",
-                    found));
-  };
   if (data.size() != count) throw mismatch(fmt::format("only {} (truncated)", data.size()));
   uint8_t extra = 0;
   if (src.read(&extra, 1) == 1) throw mismatch("more (padded)");
