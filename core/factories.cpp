@@ -19,8 +19,9 @@ Tensor new_tensor(const Shape& shape, DType dt, bool zero_fill) {
   Shape strides = contiguous_strides(shape);
   size_t nbytes = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(n), dtype_size(dt), &nbytes))
-    throw OutOfMemoryError(fmt::format("a {} tensor of shape {} needs {} x {} bytes, more than 2^64",
-                                       dtype_name(dt), shape_str(shape), n, dtype_size(dt)));
+    throw OutOfMemoryError(
+        fmt::format("a {} tensor of shape {} needs {} x {} bytes, more than 2^64", dtype_name(dt),
+                    shape_str(shape), n, dtype_size(dt)));
   auto impl = std::make_shared<TensorImpl>();
   try {
     impl->storage = std::make_shared<Storage>(nbytes, zero_fill);
@@ -69,8 +70,7 @@ Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
 
 Tensor arange(double start, double end, double step, DType dt) {
   auto invalid = [&](const std::string& why) {
-    return ValueError(
-        fmt::format("arange: start={} end={} step={}: {}", start, end, step, why));
+    return ValueError(fmt::format("arange: start={} end={} step={}: {}", start, end, step, why));
   };
   if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
     throw invalid("every argument must be finite");

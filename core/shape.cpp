@@ -32,9 +32,9 @@ Shape contiguous_strides(const Shape& s) {
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
     if (i > 0 && __builtin_mul_overflow(acc, std::max<int64_t>(s[i], 1), &acc))
-      throw ShapeError(fmt::format(
-          "shape {} cannot be laid out: the stride of dim {} exceeds 2^63 - 1", shape_str(s),
-          i - 1));
+      throw ShapeError(
+          fmt::format("shape {} cannot be laid out: the stride of dim {} exceeds 2^63 - 1",
+                      shape_str(s), i - 1));
   }
   return st;
 }

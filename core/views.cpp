@@ -66,8 +66,8 @@ Shape infer_shape(const char* op, const Shape& requested, int64_t numel, const S
       throw ShapeError(
           fmt::format("{}: invalid size {} in shape {}", op, shape[i], shape_str(requested)));
     } else if (__builtin_mul_overflow(known, shape[i], &known)) {
-      throw ShapeError(fmt::format("{}: shape {} has more than 2^63 - 1 elements", op,
-                                   shape_str(requested)));
+      throw ShapeError(
+          fmt::format("{}: shape {} has more than 2^63 - 1 elements", op, shape_str(requested)));
     }
   }
   if (infer_at >= 0) {
@@ -159,9 +159,10 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   int64_t n = 1;
   for (int64_t i = s; i <= e; ++i)
     if (__builtin_mul_overflow(n, shape()[static_cast<size_t>(i)], &n))
-      throw ShapeError(fmt::format("flatten: dims {}..{} of shape {} hold more than 2^63 - 1 "
-                                   "elements",
-                                   s, e, shape_str(shape())));
+      throw ShapeError(
+          fmt::format("flatten: dims {}..{} of shape {} hold more than 2^63 - 1 "
+                      "elements",
+                      s, e, shape_str(shape())));
   out.push_back(n);
   out.insert(out.end(), shape().begin() + e + 1, shape().end());
   return reshape(out);

@@ -34,8 +34,8 @@ class ByteSource {
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
       const bool is_dir = S_ISDIR(st.st_mode);
       ::close(fd_);
-      throw IOError(fmt::format("{}: {}", path, is_dir ? "is a directory, not an IDX file"
-                                                       : "is not a regular file"));
+      throw IOError(fmt::format(
+          "{}: {}", path, is_dir ? "is a directory, not an IDX file" : "is not a regular file"));
     }
     file_size_ = static_cast<uint64_t>(st.st_size);
     fill_input();
@@ -95,9 +95,10 @@ class ByteSource {
       if (rc == Z_STREAM_END) {
         stream_ended_ = true;
       } else if ((rc != Z_OK && rc != Z_BUF_ERROR) || (used == 0 && made == 0)) {
-        throw FormatError(fmt::format("{}: corrupt gzip data at compressed offset {} ({} bytes "
-                                      "decompressed): {}",
-                                      path_, consumed_, produced_, zs_.msg ? zs_.msg : "error"));
+        throw FormatError(
+            fmt::format("{}: corrupt gzip data at compressed offset {} ({} bytes "
+                        "decompressed): {}",
+                        path_, consumed_, produced_, zs_.msg ? zs_.msg : "error"));
       }
     }
     return done;
@@ -128,8 +129,8 @@ class ByteSource {
     }
     if (in_end_ - in_pos_ < 2 || in_[in_pos_] != 0x1f || in_[in_pos_ + 1] != 0x8b)
       throw FormatError(fmt::format(
-          "{}: junk after the gzip stream at compressed offset {} (not another gzip member)",
-          path_, consumed_));
+          "{}: junk after the gzip stream at compressed offset {} (not another gzip member)", path_,
+          consumed_));
     inflateReset(&zs_);
     stream_ended_ = false;
   }
@@ -140,7 +141,8 @@ class ByteSource {
   z_stream zs_{};
   std::array<uint8_t, 1 << 16> in_{};
   size_t in_pos_ = 0, in_end_ = 0;
-  uint64_t file_size_ = 0, consumed_ = 0, produced_ = 0;  // compressed bytes read, decompressed bytes made
+  uint64_t file_size_ = 0, consumed_ = 0,
+           produced_ = 0;  // compressed bytes read, decompressed bytes made
 };
 
 uint32_t be32(const uint8_t* p) {
@@ -164,8 +166,8 @@ Tensor read_idx(const std::string& path) {
     throw FormatError(fmt::format("{}: IDX ndims {} at offset 3 is not in 1..4", path, ndims));
   const size_t header = 4 + 4 * ndims;
   if (const size_t more = src.read(head.data() + 4, header - 4); more < header - 4)
-    throw FormatError(fmt::format("{}: truncated IDX header ({} bytes, need {})", path, 4 + more,
-                                  header));
+    throw FormatError(
+        fmt::format("{}: truncated IDX header ({} bytes, need {})", path, 4 + more, header));
   // Checked products: a 0 dim must not hide dims whose product (and so the strides) overflow.
   Shape shape;
   uint64_t count = 1, extent = 1;
@@ -182,8 +184,8 @@ Tensor read_idx(const std::string& path) {
     return FormatError(
         fmt::format("{}: IDX header (offset 4..{}) promises shape {} = {} bytes of data but the "
                     "{}file has {} ({})",
-                    path, header, shape_str(shape), count, src.gzip() ? "decompressed " : "",
-                    found, src.progress()));
+                    path, header, shape_str(shape), count, src.gzip() ? "decompressed " : "", found,
+                    src.progress()));
   };
   if (!src.gzip() && src.file_size() != header + count)
     throw mismatch(src.file_size() < header + count

@@ -50,21 +50,12 @@ Window window(const char* op, int64_t B, int64_t C, Int2 image, Int2 kernel, Int
                     op, int2_str(kernel), int2_str({hp, wp}), int2_str(image), int2_str(padding)));
   const int64_t oh = (hp - kernel[0]) / stride[0] + 1, ow = (wp - kernel[1]) / stride[1] + 1;
   if (!fits(C, kernel[0], 0, rows) || !fits(rows, kernel[1], 0, rows) || !fits(oh, ow, 0, cols))
-    throw ShapeError(fmt::format("{}: kernel {} over image {} (padding {}) gives a column matrix "
-                                 "past int64",
-                                 op, int2_str(kernel), int2_str(image), int2_str(padding)));
-  return {B,
-          C,
-          image[0],
-          image[1],
-          kernel[0],
-          kernel[1],
-          stride[0],
-          stride[1],
-          padding[0],
-          padding[1],
-          oh,
-          ow};
+    throw ShapeError(
+        fmt::format("{}: kernel {} over image {} (padding {}) gives a column matrix "
+                    "past int64",
+                    op, int2_str(kernel), int2_str(image), int2_str(padding)));
+  return {B,         C,         image[0],   image[1],   kernel[0], kernel[1],
+          stride[0], stride[1], padding[0], padding[1], oh,        ow};
 }
 
 // cols (B, C*kh*kw, OH*OW) from a contiguous image x (B, C, H, W).

@@ -196,9 +196,10 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
   int64_t numel = 1;
   for (int64_t d : out) overflow |= __builtin_mul_overflow(numel, d, &numel);
   if (overflow)
-    throw ShapeError(fmt::format("repeat: repeats {} of a tensor of shape {} make more than "
-                                 "2^63 - 1 elements",
-                                 shape_str(repeats), shape_str(x.shape())));
+    throw ShapeError(
+        fmt::format("repeat: repeats {} of a tensor of shape {} make more than "
+                    "2^63 - 1 elements",
+                    shape_str(repeats), shape_str(x.shape())));
   // clone, not contiguous: repeat always returns fresh storage, even for all-ones repeats.
   return x.reshape(interleaved).expand(expanded).clone().view(out);
 }

@@ -339,8 +339,8 @@ Checkpoint Checkpoint::from_file(SafetensorsFile file, const std::string& bytes)
 
   for (const auto& [key, encoded] : file.metadata) {
     if (key.rfind("nabla.", 0) == 0) {
-      if (key != kFormatKey && key != kSectionsKey && key != kChecksumKey &&
-          key != kThreadsKey && key != kVersionKey)
+      if (key != kFormatKey && key != kSectionsKey && key != kChecksumKey && key != kThreadsKey &&
+          key != kVersionKey)
         throw bad(fmt::format("unknown reserved metadata key '{}'", key));
       continue;
     }

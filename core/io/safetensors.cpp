@@ -107,9 +107,10 @@ struct HeaderSax : nlohmann::detail::json_sax_dom_parser<json> {
 
 json parse_header(std::string_view text, const std::function<FormatError(std::string)>& fail) {
   if (size_t at = too_deep_at(text); at != std::string_view::npos)
-    throw fail(fmt::format("header JSON nests deeper than {} levels at byte {} of the header "
-                           "(file offset {})",
-                           kMaxHeaderDepth, at, 8 + at));
+    throw fail(
+        fmt::format("header JSON nests deeper than {} levels at byte {} of the header "
+                    "(file offset {})",
+                    kMaxHeaderDepth, at, 8 + at));
   json header;
   HeaderSax sax(header);
   bool ok = false;
@@ -130,7 +131,6 @@ std::string brief(const json& v) {
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return text;
 }
-
 
 // Validates every tensor entry of the header against the data section (sizes, offsets, dtypes)
 // and collects __metadata__; nothing is allocated yet.
@@ -172,7 +172,8 @@ std::vector<Entry> read_entries(const json& header, uint64_t data_start, uint64_
       numel *= dim;
       e.shape.push_back(static_cast<int64_t>(dim));
     }
-    try {  // strides must fit too: (0, 3221225511, 3921674336) holds no bytes but cannot be laid out
+    try {  // strides must fit too: (0, 3221225511, 3921674336) holds no bytes but cannot be laid
+           // out
       (void)contiguous_strides(e.shape);
     } catch (const ShapeError& err) {
       throw bad(err.what());
@@ -284,8 +285,8 @@ std::string read_file(const std::string& path) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const bool is_dir = S_ISDIR(st.st_mode);
     ::close(fd);
-    throw IOError(fmt::format("{}: {}", path, is_dir ? "is a directory, not a file"
-                                                     : "is not a regular file"));
+    throw IOError(fmt::format("{}: {}", path,
+                              is_dir ? "is a directory, not a file" : "is not a regular file"));
   }
   std::string out;
   out.reserve(static_cast<size_t>(st.st_size));

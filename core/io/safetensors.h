@@ -5,8 +5,8 @@
 // then the raw little-endian data; offsets are relative to the end of the header.
 // Reading is strict: everything is validated before any tensor is allocated, and every error is a
 // FormatError naming the file, the tensor and the byte offset (numbers no double holds, headers
-// nested deeper than 64 levels and shapes whose strides overflow int64 included). Writing is atomic (temp file,
-// fsync, rename): a crash leaves either the old file or the new one.
+// nested deeper than 64 levels and shapes whose strides overflow int64 included).
+// Writing is atomic (temp file, fsync, rename): a crash leaves either the old file or the new one.
 #pragma once
 #include <map>
 #include <string>

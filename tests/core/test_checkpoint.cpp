@@ -213,7 +213,8 @@ TEST_CASE("Checkpoint: malformed files are rejected naming the problem", "[core]
   CHECK_THROWS_WITH(parse(sealed_file(with("step", "20"))),
                     Contains("ck.st") && Contains("'step'") && Contains("no '<type>:' prefix"));
   CHECK_THROWS_WITH(parse(sealed_file(with("step", "i64:20"))), Contains("unknown type 'i64'"));
-  CHECK_THROWS_WITH(parse(sealed_file(with("step", "int:20x"))), Contains("'20x' is not a valid int"));
+  CHECK_THROWS_WITH(parse(sealed_file(with("step", "int:20x"))),
+                    Contains("'20x' is not a valid int"));
   CHECK_THROWS_WITH(parse(sealed_file(with("step", "int:99999999999999999999"))),
                     Contains("not a valid int"));
   CHECK_THROWS_WITH(parse(sealed_file(with("step", "int:+3"))), Contains("not a valid int"));

@@ -165,8 +165,8 @@ TEST_CASE("Checkpoint: another thread count or version is reported when loaded",
   older[older.size() - 2] = older[older.size() - 2] == '9' ? '8' : '9';  // same length
   io::Checkpoint v = io::Checkpoint::parse(resealed(edited(good, version, older)), "v.st");
   REQUIRE(v.warnings().size() == 1);
-  CHECK_THAT(v.warnings()[0], Contains("v.st") && Contains("written by nabla") &&
-                                  Contains(io::nabla_version()));
+  CHECK_THAT(v.warnings()[0],
+             Contains("v.st") && Contains("written by nabla") && Contains(io::nabla_version()));
 
   CHECK_THROWS_WITH(
       io::Checkpoint::parse(resealed(edited(good, threads, "\"nabla.threads\":\"x\"")), "bad.st"),
@@ -174,8 +174,8 @@ TEST_CASE("Checkpoint: another thread count or version is reported when loaded",
 }
 
 TEST_CASE("Checkpoint::load of a directory is an IOError saying so", "[core][io][integrity]") {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("nabla_ckpt_dir_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nabla_ckpt_dir_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   CHECK_THROWS_AS(io::Checkpoint::load(dir.string()), IOError);
   CHECK_THROWS_WITH(io::Checkpoint::load(dir.string()),

@@ -44,11 +44,11 @@ class Sweep {
         failures.push_back(p.call + ": accepted (no error)");
       } catch (const Error& e) {
         if (std::string(e.what()).find(p.names) == std::string::npos)
-          failures.push_back(fmt::format("{}: message \"{}\" does not name {}", p.call, e.what(),
-                                         p.names));
+          failures.push_back(
+              fmt::format("{}: message \"{}\" does not name {}", p.call, e.what(), p.names));
       } catch (const std::exception& e) {
-        failures.push_back(fmt::format("{}: escaped as a non-nabla exception: {}", p.call,
-                                       e.what()));
+        failures.push_back(
+            fmt::format("{}: escaped as a non-nabla exception: {}", p.call, e.what()));
       }
     }
     return failures;
@@ -65,10 +65,21 @@ std::string num(double v) { return fmt::format("{}", v); }
 // sizes near 2^62, negative dims.
 const std::vector<Shape>& bad_shapes() {
   static const std::vector<Shape> shapes = {
-      {k2p62 - 1},       {k2p62},           {kMax},           {int64_t{1} << 40},
-      {0, k2p62, k2p62}, {k2p62, 4},        {k2p32, k2p32},   {2, kMax},
-      {3, -2},           {-1},              {kMin},           {k2p32, 0, k2p32, k2p32},
-      {1, 1, k2p62 - 1}, {k2p62 / 8, 1, 8}, {65536, 65536, 65536, 65536},
+      {k2p62 - 1},
+      {k2p62},
+      {kMax},
+      {int64_t{1} << 40},
+      {0, k2p62, k2p62},
+      {k2p62, 4},
+      {k2p32, k2p32},
+      {2, kMax},
+      {3, -2},
+      {-1},
+      {kMin},
+      {k2p32, 0, k2p32, k2p32},
+      {1, 1, k2p62 - 1},
+      {k2p62 / 8, 1, 8},
+      {65536, 65536, 65536, 65536},
   };
   return shapes;
 }
@@ -132,7 +143,8 @@ void add_factories(Sweep& sweep) {
     sweep.add(fmt::format("arange({}, 1, 1)", start), num(start), [=] { arange(start, 1, 1); });
   sweep.add("arange(-1e300, 1e300, 1e299)", "1e+300", [] { arange(-1e300, 1e300, 1e299); });
   for (int64_t end : {kMax, k2p62 - 1, int64_t{1} << 40})
-    sweep.add(fmt::format("arange({})", end), end == int64_t{1} << 40 ? "1099511627776" : num(static_cast<double>(end)),
+    sweep.add(fmt::format("arange({})", end),
+              end == int64_t{1} << 40 ? "1099511627776" : num(static_cast<double>(end)),
               [=] { arange(end); });
   for (int64_t steps : {k2p62 - 1, kMax, int64_t{1} << 40, int64_t{-1}, kMin})
     sweep.add(fmt::format("linspace(0, 1, {})", steps), std::to_string(steps),
@@ -155,9 +167,9 @@ void add_views(Sweep& sweep) {
   const Tensor x = zeros({4});
   const Tensor m = zeros({3, 4});
   const Tensor wide = zeros({1, 1, 0}).expand({k2p62, k2p62, 0});  // numel 0, dims near 2^62
-  const std::vector<Shape> bad_views = {{-1, k2p32, k2p32}, {k2p62, k2p62}, {k2p32, k2p32, 0},
-                                        {-2},               {-1, -1},       {kMax, 2},
-                                        {kMin},             {0, -1},        {k2p62, 4, -1}};
+  const std::vector<Shape> bad_views = {
+      {-1, k2p32, k2p32}, {k2p62, k2p62}, {k2p32, k2p32, 0}, {-2},          {-1, -1},
+      {kMax, 2},          {kMin},         {0, -1},           {k2p62, 4, -1}};
   for (const Shape& s : bad_views) {
     const std::string shape = shape_str(s);
     sweep.add("view" + shape, shape, [=] { x.view(s); });
@@ -165,8 +177,14 @@ void add_views(Sweep& sweep) {
     sweep.add("unflatten(0, " + shape + ")", shape, [=] { x.unflatten(0, s); });
   }
   // expand's own: -1 and 0 are valid there ((0, -1) gives (0, 1)).
-  for (const Shape& s : std::vector<Shape>{{k2p62, k2p62}, {-2}, {-1, -1}, {kMax, 2}, {kMin},
-                                           {-1, k2p32, k2p32}, {k2p62, 4, -1}, {3, -5}})
+  for (const Shape& s : std::vector<Shape>{{k2p62, k2p62},
+                                           {-2},
+                                           {-1, -1},
+                                           {kMax, 2},
+                                           {kMin},
+                                           {-1, k2p32, k2p32},
+                                           {k2p62, 4, -1},
+                                           {3, -5}})
     sweep.add("expand" + shape_str(s), shape_str(s), [=] { zeros({1}).expand(s); });
   for (int64_t d : {kMax, kMin, int64_t{2}, int64_t{-3}}) {
     const std::string v = std::to_string(d);
@@ -230,8 +248,9 @@ void add_tiling(Sweep& sweep) {
     sweep.add("patchify " + v, v, [=] { patchify(img, k); });
   }
   const int64_t k2p40 = int64_t{1} << 40;  // a kernel whose column matrix has 2^80 rows
-  sweep.add("unfold kernel (2^40, 2^40)", "(1099511627776, 1099511627776)",
-            [=] { unfold(img, {k2p40, k2p40}, {1, 1}, {k2p40, k2p40}); });
+  sweep.add("unfold kernel (2^40, 2^40)", "(1099511627776, 1099511627776)", [=] {
+    unfold(img, {k2p40, k2p40}, {1, 1}, {k2p40, k2p40});
+  });
   sweep.add("cat dim kMax", std::to_string(kMax), [=] { cat({x, x}, kMax); });
   sweep.add("stack dim kMin", std::to_string(kMin), [=] { stack({x, x}, kMin); });
 }

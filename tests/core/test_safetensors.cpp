@@ -196,8 +196,8 @@ TEST_CASE("safetensors: numbers no double holds, deep nesting, unrepresentable s
   CHECK(parse(header_file(in_string, "")).metadata.at("k").size() == 2000);
 
   // A 0 beside huge dims holds no bytes, but its strides do not fit in int64.
-  for (const char* shape : {"[0, 3221225511, 3921674336]",
-                            "[0, 4611686018427387904, 4611686018427387904]"}) {
+  for (const char* shape :
+       {"[0, 3221225511, 3921674336]", "[0, 4611686018427387904, 4611686018427387904]"}) {
     INFO(shape);
     const std::string bytes = header_file(
         fmt::format(R"({{"w": {{"dtype": "F32", "shape": {}, "data_offsets": [0, 0]}}}})", shape),
@@ -206,8 +206,8 @@ TEST_CASE("safetensors: numbers no double holds, deep nesting, unrepresentable s
     CHECK_THROWS_WITH(parse(bytes), Contains("fz.st") && Contains("'w'") && Contains("stride"));
   }
   // A long value is cut short in the message.
-  const std::string long_dtype =
-      R"({"w": {"dtype": ")" + std::string(100000, 'x') + R"(", "shape": [], "data_offsets": [0, 0]}})";
+  const std::string long_dtype = R"({"w": {"dtype": ")" + std::string(100000, 'x') +
+                                 R"(", "shape": [], "data_offsets": [0, 0]}})";
   try {
     parse(header_file(long_dtype, ""));
     FAIL("accepted");

@@ -20,9 +20,9 @@ constexpr int64_t k2p62 = int64_t{1} << 62;
 TEST_CASE("a 0 beside huge dims: strides that do not fit are a ShapeError naming the shape",
           "[core][probe]") {
   CHECK_THROWS_AS(zeros({0, k2p62, k2p62}), ShapeError);
-  CHECK_THROWS_WITH(zeros({0, k2p62, k2p62}),
-                    Contains("(0, 4611686018427387904, 4611686018427387904)") &&
-                        Contains("stride"));
+  CHECK_THROWS_WITH(
+      zeros({0, k2p62, k2p62}),
+      Contains("(0, 4611686018427387904, 4611686018427387904)") && Contains("stride"));
   CHECK_THROWS_WITH(contiguous_strides({0, 3221225511, 3921674336}), Contains("3921674336"));
   // Representable ones still work: the first dim's extent is never multiplied in.
   CHECK(contiguous_strides({kMax}) == Shape{1});
@@ -88,12 +88,12 @@ TEST_CASE("reshape, view, flatten and expand with products past int64", "[core][
   CHECK_THROWS_AS(zeros({1, 1, 1}).expand({k2p32, k2p32, 4}), ShapeError);
   Tensor empty_wide = zeros({1, 1, 0}).expand({k2p62, k2p62, 0});
   CHECK(empty_wide.numel() == 0);
-  CHECK_THROWS_WITH(empty_wide.flatten(0, 1), Contains("flatten") && Contains("4611686018427387904"));
+  CHECK_THROWS_WITH(empty_wide.flatten(0, 1),
+                    Contains("flatten") && Contains("4611686018427387904"));
   CHECK(empty_wide.unsqueeze(0).shape() == Shape{1, k2p62, k2p62, 0});
 }
 
-TEST_CASE("arange, linspace, full and randint at the edges of double and int64",
-          "[core][probe]") {
+TEST_CASE("arange, linspace, full and randint at the edges of double and int64", "[core][probe]") {
   CHECK_THROWS_AS(arange(0, 1e300, 1), ValueError);
   CHECK_THROWS_WITH(arange(0, 1e300, 1), Contains("arange") && Contains("1e+300"));
   CHECK_THROWS_WITH(arange(0, 1, std::nan("")), Contains("arange") && Contains("nan"));

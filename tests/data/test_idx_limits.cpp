@@ -84,10 +84,9 @@ TEST_CASE("IDX: a gzip file inflating far past its header's size stops at that s
 TEST_CASE("IDX: dims whose product wraps or whose strides overflow name the file",
           "[data][probe]") {
   const std::string path = tmp("dims");
-  for (const std::vector<uint32_t>& dims :
-       {std::vector<uint32_t>{0, 3221225511u, 3921674336u},
-        std::vector<uint32_t>{65536, 65536, 65536, 65536},
-        std::vector<uint32_t>{4294967295u, 4294967295u, 0}}) {
+  for (const std::vector<uint32_t>& dims : {std::vector<uint32_t>{0, 3221225511u, 3921674336u},
+                                            std::vector<uint32_t>{65536, 65536, 65536, 65536},
+                                            std::vector<uint32_t>{4294967295u, 4294967295u, 0}}) {
     for (bool compressed : {false, true}) {
       INFO(dims.size() << " dims, gzip " << compressed);
       const std::string raw = idx_bytes(dims, 0);
