@@ -1,5 +1,8 @@
 #include "core/allocator.h"
 
+#include <fmt/format.h>
+#include <sys/sysinfo.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -10,6 +13,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "core/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -142,7 +147,7 @@ void* allocate_small(size_t bytes) {
     }
   }
   void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
+  if (!p) throw OutOfMemoryError(fmt::format("allocator: the system refused {} bytes", bytes));
   return p;
 }
 
@@ -161,6 +166,17 @@ void deallocate_small(void* ptr, size_t bytes) {
 
 }  // namespace
 
+size_t max_request() {
+  // Read once: a request above it cannot succeed and, under AddressSanitizer, would abort the
+  // process inside malloc instead of returning null.
+  static const size_t limit = [] {
+    struct sysinfo info {};
+    if (::sysinfo(&info) != 0) return size_t{1} << 48;
+    return (static_cast<size_t>(info.totalram) + info.totalswap) * info.mem_unit;
+  }();
+  return limit;
+}
+
 size_t size_class(size_t nbytes) {
   if (nbytes <= 1024) return std::max<size_t>(64, (nbytes + 63) / 64 * 64);
   const size_t step = std::bit_floor(nbytes - 1) / 4;  // four classes per power of two
@@ -168,6 +184,11 @@ size_t size_class(size_t nbytes) {
 }
 
 void* allocate(size_t nbytes) {
+  // Checked before rounding: a size class near SIZE_MAX would wrap to 0.
+  if (nbytes > max_request())
+    throw OutOfMemoryError(fmt::format(
+        "allocator: cannot allocate {} bytes, more than this machine's {} bytes of memory and swap",
+        nbytes, max_request()));
   const size_t bytes = size_class(nbytes);
   if (bytes < kMinCachedBlock) return allocate_small(bytes);
   Cache& c = cache();
@@ -196,7 +217,10 @@ void* allocate(size_t nbytes) {
       c.release_all();
     }
     p = std::aligned_alloc(64, bytes);
-    if (!p) throw std::bad_alloc();
+    if (!p)
+      throw OutOfMemoryError(fmt::format(
+          "allocator: the system refused {} bytes ({} requested), even after the cache was freed",
+          bytes, nbytes));
   }
   std::lock_guard lock(c.mutex);
   c.stats.allocated_bytes += bytes;

@@ -10,6 +10,9 @@
 // `cache_limit` bytes (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is
 // returned; 0 turns both caches off). Thread-safe.
 // Under AddressSanitizer cached blocks are poisoned, so a use after free is still reported.
+// A request larger than the machine's memory plus swap (max_request()) is refused before it
+// reaches malloc, and every failure is an OutOfMemoryError naming the bytes: never a crash,
+// never std::bad_alloc.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,9 +30,11 @@ struct AllocatorStats {
 
 namespace allocator {
 
-// The size class `nbytes` is rounded up to (>= 64, a multiple of 64).
+// The size class `nbytes` is rounded up to (>= 64, a multiple of 64); nbytes <= max_request().
 size_t size_class(size_t nbytes);
-// A 64-byte aligned block of size_class(nbytes) bytes. Throws std::bad_alloc.
+// The largest request allocate() attempts: physical memory plus swap.
+size_t max_request();
+// A 64-byte aligned block of size_class(nbytes) bytes. Throws OutOfMemoryError.
 void* allocate(size_t nbytes);
 // Returns a block from allocate(nbytes) (the same nbytes) to the cache.
 void deallocate(void* ptr, size_t nbytes);

@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <fmt/format.h>
+
 namespace nabla {
 
 size_t dtype_size(DType dt) {
@@ -28,6 +30,12 @@ const char* dtype_name(DType dt) {
       return "bool";
   }
   return "unknown";
+}
+
+void check_value_fits(const char* op, double value, DType dt) {
+  if (dt != DType::Int64) return;  // floats hold any double (as +-inf at worst), bool any value
+  if (!(value >= -0x1p63 && value < 0x1p63))
+    throw ValueError(fmt::format("{}: value {} does not fit in int64", op, value));
 }
 
 }  // namespace nabla

@@ -18,6 +18,9 @@ inline constexpr DType kBool = DType::Bool;
 size_t dtype_size(DType dt);
 const char* dtype_name(DType dt);
 inline bool is_floating(DType dt) { return dt == DType::Float32 || dt == DType::Float64; }
+// Throws ValueError naming `op` when `value` cannot be stored in dtype `dt`: a NaN, an infinity
+// or a number outside [-2^63, 2^63) for int64 (converting one is undefined behaviour).
+void check_value_fits(const char* op, double value, DType dt);
 
 template <class T>
 constexpr DType dtype_of();

@@ -23,6 +23,11 @@ struct IOError : Error {
 struct FormatError : Error {
   using Error::Error;
 };
+// A request for more memory than the machine has, or an allocation the system refused; the
+// message names the bytes requested (and the shape, where a tensor asked).
+struct OutOfMemoryError : Error {
+  using Error::Error;
+};
 // Raised by the autograd engine (second backward, modified saved tensor, anomaly).
 struct AutogradError : Error {
   using Error::Error;

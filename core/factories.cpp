@@ -14,23 +14,31 @@ namespace nabla {
 namespace {
 
 Tensor new_tensor(const Shape& shape, DType dt, bool zero_fill) {
-  for (int64_t d : shape)
-    if (d < 0) throw ShapeError(fmt::format("negative dimension in shape {}", shape_str(shape)));
+  // Checked first: numel and strides must fit in int64, the byte size in size_t.
+  const int64_t n = shape_numel(shape);
+  Shape strides = contiguous_strides(shape);
+  size_t nbytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n), dtype_size(dt), &nbytes))
+    throw OutOfMemoryError(
+        fmt::format("a {} tensor of shape {} needs {} x {} bytes, more than 2^64", dtype_name(dt),
+                    shape_str(shape), n, dtype_size(dt)));
   auto impl = std::make_shared<TensorImpl>();
-  const auto n = static_cast<size_t>(shape_numel(shape));
-  if (n > SIZE_MAX / dtype_size(dt))
-    throw ShapeError(fmt::format("shape {} is too large", shape_str(shape)));
-  impl->storage = std::make_shared<Storage>(n * dtype_size(dt), zero_fill);
+  try {
+    impl->storage = std::make_shared<Storage>(nbytes, zero_fill);
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(
+        fmt::format("a {} tensor of shape {}: {}", dtype_name(dt), shape_str(shape), e.what()));
+  }
   impl->dtype = dt;
   impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
+  impl->strides = std::move(strides);
   return Tensor(impl);
 }
 
+// Fills a new contiguous tensor t with value_at(i) for every element i.
 template <class F>
-Tensor fill_with(const Shape& shape, DType dt, int64_t cost, F&& value_at) {
-  Tensor t = new_tensor(shape, dt, false);
-  dispatch_all(dt, [&](auto tag) {
+Tensor fill(Tensor t, int64_t cost, F&& value_at) {
+  dispatch_all(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
     parallel_for(t.numel(), cost, [&](int64_t b, int64_t e) {
@@ -40,12 +48,18 @@ Tensor fill_with(const Shape& shape, DType dt, int64_t cost, F&& value_at) {
   return t;
 }
 
+template <class F>
+Tensor fill_with(const Shape& shape, DType dt, int64_t cost, F&& value_at) {
+  return fill(new_tensor(shape, dt, false), cost, std::forward<F>(value_at));
+}
+
 }  // namespace
 
 Tensor empty(const Shape& shape, DType dt) { return new_tensor(shape, dt, false); }
 Tensor zeros(const Shape& shape, DType dt) { return new_tensor(shape, dt, true); }
 Tensor ones(const Shape& shape, DType dt) { return full(shape, 1.0, dt); }
 Tensor full(const Shape& shape, double value, DType dt) {
+  check_value_fits("full", value, dt);
   return fill_with(shape, dt, 1, [value](int64_t) { return value; });
 }
 Tensor scalar_tensor(double value, DType dt) { return full({}, value, dt); }
@@ -55,17 +69,30 @@ Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, 
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
 
 Tensor arange(double start, double end, double step, DType dt) {
-  if (step == 0 || !std::isfinite(start) || !std::isfinite(end))
-    throw ValueError(
-        fmt::format("arange: invalid range start={} end={} step={}", start, end, step));
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  if (n < 0) n = 0;
+  auto invalid = [&](const std::string& why) {
+    return ValueError(fmt::format("arange: start={} end={} step={}: {}", start, end, step, why));
+  };
+  if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    throw invalid("every argument must be finite");
+  if (step == 0) throw invalid("step must not be 0");
+  // The count is checked as a double: casting 1e300 (or an inf from end - start) to int64 is UB.
+  const double count = std::ceil((end - start) / step);
+  if (!(count < 0x1p62)) throw invalid(fmt::format("{} elements is too many", count));
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (n > 0) {
+    check_value_fits("arange", start, dt);
+    check_value_fits("arange", start + static_cast<double>(n - 1) * step, dt);
+  }
   return fill_with({n}, dt, 1, [=](int64_t i) { return start + static_cast<double>(i) * step; });
 }
 Tensor arange(int64_t end, DType dt) { return arange(0.0, static_cast<double>(end), 1.0, dt); }
 
 Tensor linspace(double start, double end, int64_t steps, DType dt) {
   if (steps < 0) throw ValueError(fmt::format("linspace: steps must be >= 0, got {}", steps));
+  if (steps > 0) {
+    check_value_fits("linspace", start, dt);
+    check_value_fits("linspace", end, dt);
+  }
   double h = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   // Fill from both ends so the last element is exactly `end`, as PyTorch does.
   return fill_with({steps}, dt, 1, [=](int64_t i) {
@@ -74,27 +101,35 @@ Tensor linspace(double start, double end, int64_t steps, DType dt) {
   });
 }
 
+// The random factories allocate before they reserve counters: a shape that cannot be allocated
+// throws without moving the generator.
 Tensor rand(const Shape& shape, Generator& gen, DType dt) {
   if (!is_floating(dt))
     throw DTypeError(fmt::format("rand: dtype {} is not floating", dtype_name(dt)));
-  uint64_t base = gen.advance(static_cast<uint64_t>(shape_numel(shape)));
-  return fill_with(shape, dt, 20,
-                   [&](int64_t i) { return gen.uniform(base + static_cast<uint64_t>(i)); });
+  Tensor t = new_tensor(shape, dt, false);
+  const uint64_t base = gen.advance(static_cast<uint64_t>(t.numel()));
+  return fill(t, 20, [&](int64_t i) { return gen.uniform(base + static_cast<uint64_t>(i)); });
 }
 Tensor randn(const Shape& shape, Generator& gen, DType dt) {
   if (!is_floating(dt))
     throw DTypeError(fmt::format("randn: dtype {} is not floating", dtype_name(dt)));
-  uint64_t base = gen.advance(static_cast<uint64_t>(shape_numel(shape)));
-  return fill_with(shape, dt, 40,
-                   [&](int64_t i) { return gen.normal(base + static_cast<uint64_t>(i)); });
+  Tensor t = new_tensor(shape, dt, false);
+  const uint64_t base = gen.advance(static_cast<uint64_t>(t.numel()));
+  return fill(t, 40, [&](int64_t i) { return gen.normal(base + static_cast<uint64_t>(i)); });
 }
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
   if (high <= low) throw ValueError(fmt::format("randint: empty range [{}, {})", low, high));
-  uint64_t base = gen.advance(static_cast<uint64_t>(shape_numel(shape)));
-  auto range = static_cast<uint64_t>(high - low);
-  return fill_with(shape, kInt64, 20, [&](int64_t i) {
-    return low + static_cast<int64_t>(gen.bits64(base + static_cast<uint64_t>(i)) % range);
+  Tensor t = new_tensor(shape, kInt64, false);
+  const uint64_t base = gen.advance(static_cast<uint64_t>(t.numel()));
+  // In uint64 (modulo 2^64), so [INT64_MIN, INT64_MAX) works: high - low would overflow int64.
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  int64_t* p = t.data_ptr<int64_t>();
+  parallel_for(t.numel(), 20, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      p[i] = static_cast<int64_t>(static_cast<uint64_t>(low) +
+                                  gen.bits64(base + static_cast<uint64_t>(i)) % range);
   });
+  return t;
 }
 Tensor rand(const Shape& shape, DType dt) { return rand(shape, default_generator(), dt); }
 Tensor randn(const Shape& shape, DType dt) { return randn(shape, default_generator(), dt); }

@@ -13,12 +13,16 @@ std::string shape_str(const Shape& s) {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
+  bool overflow = false;
   for (int64_t d : s) {
     if (d < 0) throw ShapeError(fmt::format("negative dimension in shape {}", shape_str(s)));
-    if (d != 0 && n > INT64_MAX / d)
-      throw ShapeError(fmt::format("shape {} has too many elements", shape_str(s)));
-    n *= d;
+    overflow |= __builtin_mul_overflow(n, d, &n);
   }
+  // A 0 anywhere makes the product 0 even if a partial product overflowed on the way.
+  for (int64_t d : s)
+    if (d == 0) return 0;
+  if (overflow)
+    throw ShapeError(fmt::format("shape {} has more than 2^63 - 1 elements", shape_str(s)));
   return n;
 }
 
@@ -27,7 +31,10 @@ Shape contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    if (i > 0 && __builtin_mul_overflow(acc, std::max<int64_t>(s[i], 1), &acc))
+      throw ShapeError(
+          fmt::format("shape {} cannot be laid out: the stride of dim {} exceeds 2^63 - 1",
+                      shape_str(s), i - 1));
   }
   return st;
 }

@@ -29,7 +29,7 @@ bool Tensor::is_contiguous() const {
   for (size_t i = shape().size(); i-- > 0;) {
     if (shape()[i] == 1) continue;
     if (strides()[i] != expected) return false;
-    expected *= shape()[i];
+    if (__builtin_mul_overflow(expected, shape()[i], &expected)) return false;
   }
   return true;
 }
@@ -123,6 +123,7 @@ static void check_inplace_allowed(const char* op, const Tensor& t) {
 
 Tensor& Tensor::fill_(double value) {
   check_inplace_allowed("fill_", *this);
+  check_value_fits("fill_", value, dtype());
   Tensor scalar = scalar_tensor(value, kFloat64);
   copy_kernel(*this, scalar);
   storage()->bump_version();

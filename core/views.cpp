@@ -58,13 +58,16 @@ Shape infer_shape(const char* op, const Shape& requested, int64_t numel, const S
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (infer_at >= 0) throw ShapeError(fmt::format("{}: only one dim can be -1", op));
+      if (infer_at >= 0)
+        throw ShapeError(
+            fmt::format("{}: only one dim can be -1 in shape {}", op, shape_str(requested)));
       infer_at = static_cast<int64_t>(i);
     } else if (shape[i] < 0) {
       throw ShapeError(
           fmt::format("{}: invalid size {} in shape {}", op, shape[i], shape_str(requested)));
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      throw ShapeError(
+          fmt::format("{}: shape {} has more than 2^63 - 1 elements", op, shape_str(requested)));
     }
   }
   if (infer_at >= 0) {
@@ -138,7 +141,9 @@ Tensor Tensor::squeeze(int64_t d) const {
 Tensor Tensor::unsqueeze(int64_t d) const {
   auto i = static_cast<size_t>(normalize_dim("unsqueeze", d, dim() + 1));
   Shape s = shape(), st = strides();
-  int64_t stride_here = i < s.size() ? st[i] * s[i] : 1;
+  // Any stride addresses a size-1 dim; the row-major one unless it overflows (size-0 tensors).
+  int64_t stride_here = 1;
+  if (i < s.size() && __builtin_mul_overflow(st[i], s[i], &stride_here)) stride_here = 1;
   s.insert(s.begin() + static_cast<int64_t>(i), 1);
   st.insert(st.begin() + static_cast<int64_t>(i), stride_here);
   return view_as_shape(*this, s, st);
@@ -152,7 +157,12 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
     throw ShapeError(fmt::format("flatten: start_dim {} is after end_dim {}", start_dim, end_dim));
   Shape out(shape().begin(), shape().begin() + s);
   int64_t n = 1;
-  for (int64_t i = s; i <= e; ++i) n *= shape()[static_cast<size_t>(i)];
+  for (int64_t i = s; i <= e; ++i)
+    if (__builtin_mul_overflow(n, shape()[static_cast<size_t>(i)], &n))
+      throw ShapeError(
+          fmt::format("flatten: dims {}..{} of shape {} hold more than 2^63 - 1 "
+                      "elements",
+                      s, e, shape_str(shape())));
   out.push_back(n);
   out.insert(out.end(), shape().begin() + e + 1, shape().end());
   return reshape(out);
@@ -222,6 +232,13 @@ Tensor Tensor::mT() const {
 }
 
 // ----------------------------------------------------------------------------
+// One past the last index a slice of `length` elements from `start` by `step` touches; unlike
+// start + length * step it cannot overflow (every index it passes is inside the dim).
+static int64_t slice_end(int64_t start, int64_t length, int64_t step) {
+  return length == 0 ? start : start + (length - 1) * step + 1;
+}
+
+// ----------------------------------------------------------------------------
 // slice_embed: the adjoint of slice, used by slice's and select's backward
 //   forward:   y = zeros(input_shape); y.slice(dim, start, ..., step) = g
 //   backward:  grad_g = grad.slice(dim, start, start + g.size(dim) * step, step)
@@ -230,7 +247,7 @@ struct SliceEmbedBackward final : Node {
   SliceEmbedBackward(int64_t d, int64_t s, int64_t st, int64_t len)
       : dim(d), start(s), step(st), length(len) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
-    return {grad.slice(dim, start, start + length * step, step)};
+    return {grad.slice(dim, start, slice_end(start, length, step), step)};
   }
   const char* name() const override { return "SliceEmbedBackward"; }
 };
@@ -248,7 +265,7 @@ static Tensor slice_embed(const Tensor& g, const Shape& input_shape, int64_t dim
   } else {
     y = zeros(input_shape, g.dtype());
   }
-  Tensor window = y.detach().slice(dim, start, start + len * step, step);
+  Tensor window = y.detach().slice(dim, start, slice_end(start, len, step), step);
   copy_kernel(window, g);
   if (auto node = make_node<SliceEmbedBackward>({&g}, dim, start, step, len)) set_history(y, node);
   return y;
@@ -268,7 +285,7 @@ struct SliceBackward final : Node {
   }
   bool backward_into(const Tensor& grad, Tensor& input_grad) override {
     const int64_t len = grad.shape()[static_cast<size_t>(dim)];
-    grad_add_(input_grad.slice(dim, start, start + len * step, step), grad);
+    grad_add_(input_grad.slice(dim, start, slice_end(start, len, step), step), grad);
     return true;
   }
   const char* name() const override { return "SliceBackward"; }
@@ -283,9 +300,15 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape s = shape(), st = strides();
-  s[i] = (end - start + step - 1) / step;
-  st[i] = strides()[i] * step;
-  Tensor y = make_view(*this, s, st, offset() + start * strides()[i]);
+  // Written so that no step or bound near INT64_MAX overflows: end - start >= 0 fits.
+  s[i] = end > start ? (end - start - 1) / step + 1 : 0;
+  // A step only matters between two elements, and then stride * step addresses one of them.
+  if (s[i] > 1 && __builtin_mul_overflow(strides()[i], step, &st[i]))
+    throw ShapeError(fmt::format("slice: step {} times stride {} of dim {} overflows int64", step,
+                                 strides()[i], d));
+  // An empty slice addresses nothing: its offset stays put (start * stride may not fit).
+  const int64_t new_offset = s[i] > 0 ? offset() + start * strides()[i] : offset();
+  Tensor y = make_view(*this, s, st, new_offset);
   if (auto node = make_node<SliceBackward>({this}, shape(), static_cast<int64_t>(i), start, step))
     set_history(y, node);
   return y;
@@ -294,13 +317,13 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   auto i = static_cast<size_t>(normalize_dim("narrow", d, dim()));
   const int64_t n = shape()[i];
-  if (start < 0) start += n;
-  if (start < 0 || length < 0 || start + length > n)
+  const int64_t begin = start < 0 ? start + n : start;
+  if (begin < 0 || begin > n || length < 0 || length > n - begin)
     throw ShapeError(
         fmt::format("narrow: start {} and length {} are out of range for dim {} of "
                     "size {} (shape {})",
                     start, length, d, n, shape_str(shape())));
-  return slice(static_cast<int64_t>(i), start, start + length, 1);
+  return slice(static_cast<int64_t>(i), begin, begin + length, 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -364,6 +387,9 @@ Tensor Tensor::expand(const Shape& requested) const {
     }
     int64_t have = shape()[i - lead];
     int64_t want = requested[i] == -1 ? have : requested[i];
+    if (want < 0)
+      throw ShapeError(fmt::format("expand: invalid size {} at dim {} of {}", requested[i], i,
+                                   shape_str(requested)));
     if (have == want) {
       s[i] = have;
       st[i] = strides()[i - lead];
@@ -375,6 +401,12 @@ Tensor Tensor::expand(const Shape& requested) const {
     }
   }
   if (s == shape()) return *this;
+  try {
+    (void)shape_numel(s);  // every tensor's numel fits in int64
+  } catch (const ShapeError&) {
+    throw ShapeError(fmt::format("expand: shape {} of input {} has more than 2^63 - 1 elements",
+                                 shape_str(requested), shape_str(shape())));
+  }
   Tensor y = make_view(*this, s, st, offset());
   if (auto node = make_node<ExpandBackward>({this}, shape())) set_history(y, node);
   return y;

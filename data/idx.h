@@ -1,6 +1,8 @@
 // IDX files (the MNIST / Fashion-MNIST format), plain or gzip-compressed, read through zlib.
 // Layout: magic 0x00 0x00 <type 0x08 = u8> <ndims>, then ndims big-endian u32 sizes, then the
 // data. Everything is validated against the decompressed size; errors name file and offset.
+// Decompression stops at the size the header declares (plus one byte, to detect excess); a gzip
+// stream cut before its trailer or followed by junk is a FormatError.
 #pragma once
 #include <string>
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/io/safetensors.h"
 
 namespace nabla::data {
 namespace {
@@ -80,11 +81,7 @@ std::vector<std::string> parse_fortunes(const std::string& text) {
 }
 
 std::vector<std::string> read_fortune_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(fmt::format("{}: cannot open fortune file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_fortunes(ss.str());
+  return parse_fortunes(io::read_file(path));  // IOError naming a missing file or a directory
 }
 
 std::vector<std::string> package_fortune_files(const std::string& package,

@@ -7,7 +7,7 @@ namespace nabla::data {
 
 // Entries of one fortune file: split on lines holding only "%", attribution lines ("-- Name",
 // "— Name") dropped, ANSI escape sequences stripped, whitespace collapsed to single spaces.
-// Empty entries are skipped. A missing file is an IOError naming it.
+// Empty entries are skipped. A missing file or a directory is an IOError naming it.
 std::vector<std::string> read_fortune_file(const std::string& path);
 // Parses fortune text already in memory (source names it in errors).
 std::vector<std::string> parse_fortunes(const std::string& text);

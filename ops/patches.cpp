@@ -35,24 +35,27 @@ Window window(const char* op, int64_t B, int64_t C, Int2 image, Int2 kernel, Int
     throw ValueError(
         fmt::format("{}: kernel {} and stride {} must be positive and padding {} non-negative", op,
                     int2_str(kernel), int2_str(stride), int2_str(padding)));
-  const int64_t hp = image[0] + 2 * padding[0], wp = image[1] + 2 * padding[1];
+  // Checked: a padding or kernel near INT64_MAX must be an error, not signed overflow.
+  int64_t hp = 0, wp = 0, rows = 0, cols = 0;
+  auto fits = [](int64_t a, int64_t b, int64_t c, int64_t& out) {  // out = a * b + c
+    return !__builtin_mul_overflow(a, b, &out) && !__builtin_add_overflow(out, c, &out);
+  };
+  if (!fits(padding[0], 2, image[0], hp) || !fits(padding[1], 2, image[1], wp))
+    throw ShapeError(fmt::format("{}: padding {} of image {} overflows int64", op,
+                                 int2_str(padding), int2_str(image)));
   if (hp < kernel[0] || wp < kernel[1])
     throw ShapeError(
         fmt::format("{}: kernel {} is larger than the padded image {} (image {}, "
                     "padding {})",
                     op, int2_str(kernel), int2_str({hp, wp}), int2_str(image), int2_str(padding)));
-  return {B,
-          C,
-          image[0],
-          image[1],
-          kernel[0],
-          kernel[1],
-          stride[0],
-          stride[1],
-          padding[0],
-          padding[1],
-          (hp - kernel[0]) / stride[0] + 1,
-          (wp - kernel[1]) / stride[1] + 1};
+  const int64_t oh = (hp - kernel[0]) / stride[0] + 1, ow = (wp - kernel[1]) / stride[1] + 1;
+  if (!fits(C, kernel[0], 0, rows) || !fits(rows, kernel[1], 0, rows) || !fits(oh, ow, 0, cols))
+    throw ShapeError(
+        fmt::format("{}: kernel {} over image {} (padding {}) gives a column matrix "
+                    "past int64",
+                    op, int2_str(kernel), int2_str(image), int2_str(padding)));
+  return {B,         C,         image[0],   image[1],   kernel[0], kernel[1],
+          stride[0], stride[1], padding[0], padding[1], oh,        ow};
 }
 
 // cols (B, C*kh*kw, OH*OW) from a contiguous image x (B, C, H, W).

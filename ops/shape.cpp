@@ -186,11 +186,20 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
   Shape padded(repeats.size() - static_cast<size_t>(x.dim()), 1);
   padded.insert(padded.end(), x.shape().begin(), x.shape().end());
   Shape interleaved, expanded, out;
+  bool overflow = false;  // checked: repeats near INT64_MAX must be an error, not signed overflow
   for (size_t i = 0; i < repeats.size(); ++i) {
     interleaved.insert(interleaved.end(), {1, padded[i]});
     expanded.insert(expanded.end(), {repeats[i], padded[i]});
-    out.push_back(repeats[i] * padded[i]);
+    out.push_back(0);
+    overflow |= __builtin_mul_overflow(repeats[i], padded[i], &out.back());
   }
+  int64_t numel = 1;
+  for (int64_t d : out) overflow |= __builtin_mul_overflow(numel, d, &numel);
+  if (overflow)
+    throw ShapeError(
+        fmt::format("repeat: repeats {} of a tensor of shape {} make more than "
+                    "2^63 - 1 elements",
+                    shape_str(repeats), shape_str(x.shape())));
   // clone, not contiguous: repeat always returns fresh storage, even for all-ones repeats.
   return x.reshape(interleaved).expand(expanded).clone().view(out);
 }
@@ -275,7 +284,10 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   for (size_t k = 0; k < pads.size() / 2; ++k) {
     const auto d = static_cast<size_t>(nd - 1) - k;
     const int64_t lo = pads[2 * k], hi = pads[2 * k + 1], n = x.shape()[d];
-    out[d] = n + lo + hi;
+    if (lo == INT64_MIN || hi == INT64_MIN || __builtin_add_overflow(n, lo, &out[d]) ||
+        __builtin_add_overflow(out[d], hi, &out[d]))  // checked: -lo and n + lo + hi must fit
+      throw ShapeError(fmt::format("pad: pads ({}, {}) overflow dim {} of shape {}", lo, hi, d,
+                                   shape_str(x.shape())));
     if (out[d] < 0)
       throw ShapeError(fmt::format("pad: pads ({}, {}) make dim {} of shape {} negative ({})", lo,
                                    hi, d, shape_str(x.shape()), out[d]));

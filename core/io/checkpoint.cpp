@@ -4,21 +4,54 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace nabla::io {
 
 namespace {
 
 constexpr const char* kFormatKey = "nabla.format";
-constexpr const char* kFormatValue = "checkpoint/1";
+constexpr const char* kFormatValue = "checkpoint/2";
+constexpr const char* kFormatBeforeChecksums = "checkpoint/1";
 constexpr const char* kSectionsKey = "nabla.sections";
+constexpr const char* kChecksumKey = "nabla.crc32";
+constexpr const char* kThreadsKey = "nabla.threads";
+constexpr const char* kVersionKey = "nabla.version";
+// The checksum field exactly as serialize_safetensors writes it (compact JSON). Inside a JSON
+// string every '"' is escaped, so this text can only be a key with a string value.
+constexpr std::string_view kChecksumField = "\"nabla.crc32\":\"";
+constexpr size_t kChecksumDigits = 8;
+
+// Where the checksum's hex digits start in the file; FormatError unless the field is in the
+// header exactly once.
+size_t checksum_digits_at(const std::string& bytes, const std::string& source) {
+  uint64_t header = 0;
+  if (bytes.size() >= 8) std::memcpy(&header, bytes.data(), 8);
+  const std::string_view text =
+      std::string_view(bytes).substr(0, 8 + std::min<uint64_t>(header, bytes.size() - 8));
+  size_t at = std::string_view::npos, count = 0;
+  for (size_t pos = text.find(kChecksumField, 8); pos != std::string_view::npos;
+       pos = text.find(kChecksumField, pos + 1)) {
+    at = pos + kChecksumField.size();
+    ++count;
+  }
+  if (count != 1 || at + kChecksumDigits >= text.size() || text[at + kChecksumDigits] != '"')
+    throw FormatError(fmt::format(
+        "{}: the checksum field '{}' appears {} times in the header, not once with {} hex digits",
+        source, kChecksumKey, count, kChecksumDigits));
+  return at;
+}
 
 bool valid_section_name(const std::string& name) {
   return !name.empty() && name.find_first_of(".,") == std::string::npos;
@@ -99,6 +132,17 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 }  // namespace
+
+uint32_t checkpoint_checksum(const std::string& bytes, const std::string& source) {
+  const size_t at = checksum_digits_at(bytes, source);
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  uLong crc = crc32_z(0L, p, at);
+  crc = crc32_z(crc, reinterpret_cast<const Bytef*>("00000000"), kChecksumDigits);
+  crc = crc32_z(crc, p + at + kChecksumDigits, bytes.size() - at - kChecksumDigits);
+  return static_cast<uint32_t>(crc);
+}
+
+const char* nabla_version() { return NABLA_VERSION; }
 
 // ----------------------------------------------------------------------------
 // sections
@@ -214,19 +258,30 @@ std::string Checkpoint::serialize() const {
   Metadata meta;
   meta[kFormatKey] = kFormatValue;
   meta[kSectionsKey] = fmt::format("{}", fmt::join(names, ","));
+  meta[kThreadsKey] = std::to_string(num_threads());
+  meta[kVersionKey] = NABLA_VERSION;
+  meta[kChecksumKey] = std::string(kChecksumDigits, '0');  // filled in below
   for (const auto& [key, v] : values_) meta[key] = encode(v);
-  return serialize_safetensors(all, meta);
+  std::string bytes = serialize_safetensors(all, meta);
+  const std::string crc = fmt::format("{:08x}", checkpoint_checksum(bytes, "Checkpoint.save"));
+  bytes.replace(checksum_digits_at(bytes, "Checkpoint.save"), kChecksumDigits, crc);
+  return bytes;
 }
 
 void Checkpoint::save(const std::string& path) const { atomic_write(path, serialize()); }
 
-Checkpoint Checkpoint::load(const std::string& path) { return from_file(load_safetensors(path)); }
+Checkpoint Checkpoint::load(const std::string& path) { return parse(read_file(path), path); }
 
 Checkpoint Checkpoint::parse(const std::string& bytes, const std::string& source) {
-  return from_file(parse_safetensors(bytes, source));
+  return from_file(parse_safetensors(bytes, source), bytes);
 }
 
-Checkpoint Checkpoint::from_file(SafetensorsFile file) {
+void Checkpoint::warn(std::string message) {
+  fmt::print(stderr, "nabla: warning: {}\n", message);
+  warnings_.push_back(std::move(message));
+}
+
+Checkpoint Checkpoint::from_file(SafetensorsFile file, const std::string& bytes) {
   Checkpoint ck;
   ck.source_ = file.source;
   auto bad = [&](const std::string& what) { return FormatError(file.source + ": " + what); };
@@ -234,9 +289,42 @@ Checkpoint Checkpoint::from_file(SafetensorsFile file) {
   auto format = file.metadata.find(kFormatKey);
   if (format == file.metadata.end())
     throw bad(fmt::format("not a nabla checkpoint (no '{}' in __metadata__)", kFormatKey));
-  if (format->second != kFormatValue)
-    throw bad(fmt::format("unsupported checkpoint format '{}' (this build reads '{}')",
-                          format->second, kFormatValue));
+  if (format->second != kFormatValue && format->second != kFormatBeforeChecksums)
+    throw bad(fmt::format("unsupported checkpoint format '{}' (this build reads '{}' and '{}')",
+                          format->second, kFormatValue, kFormatBeforeChecksums));
+  // The checksum first: a corrupt file is reported as corrupt, whatever else it breaks.
+  if (auto crc = file.metadata.find(kChecksumKey); crc != file.metadata.end()) {
+    const size_t at = checksum_digits_at(bytes, file.source);
+    const uint32_t actual = checkpoint_checksum(bytes, file.source);
+    if (bytes.compare(at, kChecksumDigits, crc->second) != 0 ||
+        crc->second != fmt::format("{:08x}", actual))
+      throw bad(fmt::format(
+          "checksum mismatch: '{}' holds '{}' but the file's bytes give {:08x}; the file is "
+          "corrupt (truncated, a flipped byte or an edit)",
+          kChecksumKey, crc->second, actual));
+  } else if (format->second == kFormatValue) {
+    throw bad(fmt::format("{} file without its checksum '{}' in __metadata__", kFormatValue,
+                          kChecksumKey));
+  } else {
+    ck.warn(fmt::format("{}: written before checkpoints had checksums ({}); loaded unverified",
+                        file.source, kFormatBeforeChecksums));
+  }
+  if (auto threads = file.metadata.find(kThreadsKey); threads != file.metadata.end()) {
+    int saved = 0;
+    const std::string& text = threads->second;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), saved);
+    if (ec != std::errc() || end != text.data() + text.size() || saved < 1)
+      throw bad(fmt::format("'{}' holds '{}', not a thread count", kThreadsKey, text));
+    if (saved != num_threads())
+      ck.warn(fmt::format(
+          "{}: saved by a process with {} threads, this one has {}: training resumes, but not "
+          "bit for bit (OMP_NUM_THREADS={} would)",
+          file.source, saved, num_threads(), saved));
+  }
+  if (auto version = file.metadata.find(kVersionKey);
+      version != file.metadata.end() && version->second != NABLA_VERSION)
+    ck.warn(fmt::format("{}: written by nabla {}, this is nabla {}", file.source, version->second,
+                        NABLA_VERSION));
   auto sections = file.metadata.find(kSectionsKey);
   if (sections == file.metadata.end())
     throw bad(fmt::format("checkpoint has no '{}' in __metadata__", kSectionsKey));
@@ -251,7 +339,8 @@ Checkpoint Checkpoint::from_file(SafetensorsFile file) {
 
   for (const auto& [key, encoded] : file.metadata) {
     if (key.rfind("nabla.", 0) == 0) {
-      if (key != kFormatKey && key != kSectionsKey)
+      if (key != kFormatKey && key != kSectionsKey && key != kChecksumKey && key != kThreadsKey &&
+          key != kVersionKey)
         throw bad(fmt::format("unknown reserved metadata key '{}'", key));
       continue;
     }

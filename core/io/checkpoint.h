@@ -4,9 +4,13 @@
 //
 // File layout (see docs/checkpoints.md):
 //   tensors          "<section>.<name>", e.g. "model.0.weight", "optimizer.state.3.exp_avg"
-//   __metadata__     "nabla.format":   "checkpoint/1"
+//   __metadata__     "nabla.format":   "checkpoint/2"
 //                    "nabla.sections": "model,optimizer,scheduler"  (put order; may list empty
 //                    ones)
+//                    "nabla.crc32":    CRC-32 of the whole file, this field's 8 hex digits
+//                                      read as "00000000" (checkpoint_checksum)
+//                    "nabla.threads":  num_threads() of the process that saved
+//                    "nabla.version":  the nabla version that saved
 //                    "<key>":          "<type>:<text>" for every scalar, type one of
 //                                       int (int64, decimal), uint (uint64, decimal),
 //                                       float (double, shortest text that reads back exactly),
@@ -16,7 +20,10 @@
 //
 // Saving is atomic (io::save_safetensors: temp file, fsync, rename), so a crash at any moment
 // leaves the previous checkpoint or the new one. Loading validates the whole file first; every
-// problem is a FormatError naming the file and the key.
+// problem is a FormatError naming the file and the key. The checksum covers every byte, header
+// included, so truncation, a flipped bit or a hand edit is a FormatError, never silent.
+// A "checkpoint/1" file (written before checksums) still loads, with a warning; so does one
+// saved with another thread count or nabla version (see warnings()).
 //
 // core knows nothing about nn/optim/data: sections take io::NamedTensors (what state_dict()
 // returns) and a data-loader cursor is stored as plain (epoch, batch) integers.
@@ -84,6 +91,9 @@ class Checkpoint {
 
   // The file this checkpoint was loaded from ("" for one built in memory).
   const std::string& source() const { return source_; }
+  // What loading noticed but accepted (also printed to stderr): no checksum (checkpoint/1),
+  // another thread count (resuming will not be bit for bit), another nabla version.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   struct Section {
@@ -93,12 +103,21 @@ class Checkpoint {
   void set_value(const std::string& key, Value value);
   const Value& value(const std::string& key, const char* wanted) const;
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
-  static Checkpoint from_file(SafetensorsFile file);
+  static Checkpoint from_file(SafetensorsFile file, const std::string& bytes);
+  void warn(std::string message);
 
   std::string source_;
   std::vector<Section> sections_;
   std::map<std::string, Value> values_;
+  std::vector<std::string> warnings_;
 };
+
+// The CRC-32 (zlib's) that the "nabla.crc32" field of a checkpoint file must hold: over every
+// byte of `bytes` with that field's 8 hex digits read as '0'. FormatError naming `source` if the
+// field is not there exactly once. For tools that edit a checkpoint on purpose and reseal it.
+uint32_t checkpoint_checksum(const std::string& bytes, const std::string& source);
+// The version of nabla this library was built from ("0.1.0").
+const char* nabla_version();
 
 // Stores a generator's (seed, offset) as "generator.<name>.seed" / ".offset" (uint).
 void save_generator(Checkpoint& ck, const std::string& name, const Generator& gen);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,9 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -59,6 +60,148 @@ struct Entry {
   uint64_t begin, end;
 };
 
+// A real header nests three levels (object, entry, shape). Deeper input is rejected before it is
+// parsed: nlohmann's dump() (used for error messages) and copies recurse once per level, and
+// 100k levels (the 100 MB header cap allows them) would overflow the stack.
+constexpr int kMaxHeaderDepth = 64;
+
+// The header offset of the first '[' or '{' nested deeper than kMaxHeaderDepth, or npos.
+size_t too_deep_at(std::string_view header) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < header.size(); ++i) {
+    const char c = header[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxHeaderDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// nlohmann's DOM builder, except that a parse error (bad syntax, or a number such as 1e400 that
+// no double holds, which nlohmann reports as out_of_range rather than parse_error) is recorded
+// with its position instead of thrown.
+struct HeaderSax : nlohmann::detail::json_sax_dom_parser<json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+  size_t error_position = 0;
+  std::string error;
+  explicit HeaderSax(json& out) : Base(out, false) {}
+  bool parse_error(size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& e) {
+    error_position = position;
+    error = e.what();
+    return false;
+  }
+};
+
+json parse_header(std::string_view text, const std::function<FormatError(std::string)>& fail) {
+  if (size_t at = too_deep_at(text); at != std::string_view::npos)
+    throw fail(
+        fmt::format("header JSON nests deeper than {} levels at byte {} of the header "
+                    "(file offset {})",
+                    kMaxHeaderDepth, at, 8 + at));
+  json header;
+  HeaderSax sax(header);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(text.begin(), text.end(), &sax);
+  } catch (const json::exception& e) {  // belt and braces: nothing of nlohmann's escapes
+    throw fail(fmt::format("header JSON is invalid: {}", e.what()));
+  }
+  if (!ok)
+    throw fail(fmt::format("header JSON is invalid (byte {} of the header, file offset {}): {}",
+                           sax.error_position, 8 + sax.error_position, sax.error));
+  return header;
+}
+
+// A JSON value for an error message, cut short: the value may be megabytes long.
+std::string brief(const json& v) {
+  std::string text = v.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+// Validates every tensor entry of the header against the data section (sizes, offsets, dtypes)
+// and collects __metadata__; nothing is allocated yet.
+std::vector<Entry> read_entries(const json& header, uint64_t data_start, uint64_t data_size,
+                                Metadata& metadata,
+                                const std::function<FormatError(std::string)>& fail) {
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) throw fail("__metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string())
+          throw fail(fmt::format("__metadata__ value for '{}' is not a string", m.key()));
+        metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& what) {
+      return fail(fmt::format("tensor '{}': {}", name, what));
+    };
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+        !v.contains("data_offsets"))
+      throw bad("entry needs dtype, shape and data_offsets");
+    Entry e;
+    e.name = name;
+    if (!v["dtype"].is_string() || !parse_dtype(v["dtype"].get<std::string>(), e.dtype))
+      throw bad(
+          fmt::format("unsupported dtype {} (nabla reads F32, F64, I64, BOOL)", brief(v["dtype"])));
+    if (!v["shape"].is_array()) throw bad("shape is not an array");
+    uint64_t numel = 1;
+    for (const json& d : v["shape"]) {
+      if (!d.is_number_unsigned())
+        throw bad(fmt::format("shape entry {} is not a non-negative integer", brief(d)));
+      auto dim = d.get<uint64_t>();
+      if (dim > static_cast<uint64_t>(INT64_MAX) || (dim != 0 && numel > UINT64_MAX / dim))
+        throw bad("shape overflows");
+      numel *= dim;
+      e.shape.push_back(static_cast<int64_t>(dim));
+    }
+    try {  // strides must fit too: (0, 3221225511, 3921674336) holds no bytes but cannot be laid
+           // out
+      (void)contiguous_strides(e.shape);
+    } catch (const ShapeError& err) {
+      throw bad(err.what());
+    }
+    const json& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
+      throw bad("data_offsets must be two non-negative integers");
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end)
+      throw bad(fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
+    if (e.end > data_size)
+      throw bad(
+          fmt::format("data_offsets [{}, {}] (file offsets {}..{}) run past the end of the "
+                      "{}-byte data section",
+                      e.begin, e.end, data_start + e.begin, data_start + e.end, data_size));
+    const uint64_t elem = dtype_size(e.dtype);
+    if (numel > UINT64_MAX / elem) throw bad("byte size overflows");
+    if (e.end - e.begin != numel * elem)
+      throw bad(fmt::format("{} bytes at data_offsets [{}, {}] but shape {} of {} needs {}",
+                            e.end - e.begin, e.begin, e.end, shape_str(e.shape),
+                            dtype_code(e.dtype), numel * elem));
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
 }  // namespace
 
 const Tensor* SafetensorsFile::find(const std::string& name) const {
@@ -88,72 +231,16 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
   const uint64_t data_start = 8 + n;
   const uint64_t data_size = bytes.size() - data_start;
 
-  json header;
-  try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + static_cast<int64_t>(data_start));
-  } catch (const json::parse_error& e) {
-    throw fail(fmt::format("header JSON is invalid (byte {} of the header, file offset {}): {}",
-                           e.byte, 8 + e.byte, e.what()));
-  }
+  const json header = parse_header(std::string_view(bytes).substr(8, n), fail);
   if (!header.is_object()) throw fail("header JSON is not an object");
 
   SafetensorsFile file;
   file.source = source;
   std::vector<Entry> entries;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const json& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) throw fail("__metadata__ is not an object");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string())
-          throw fail(fmt::format("__metadata__ value for '{}' is not a string", m.key()));
-        file.metadata[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    auto bad = [&](const std::string& what) {
-      return fail(fmt::format("tensor '{}': {}", name, what));
-    };
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
-        !v.contains("data_offsets"))
-      throw bad("entry needs dtype, shape and data_offsets");
-    Entry e;
-    e.name = name;
-    if (!v["dtype"].is_string() || !parse_dtype(v["dtype"].get<std::string>(), e.dtype))
-      throw bad(
-          fmt::format("unsupported dtype {} (nabla reads F32, F64, I64, BOOL)", v["dtype"].dump()));
-    if (!v["shape"].is_array()) throw bad("shape is not an array");
-    uint64_t numel = 1;
-    for (const json& d : v["shape"]) {
-      if (!d.is_number_unsigned())
-        throw bad(fmt::format("shape entry {} is not a non-negative integer", d.dump()));
-      auto dim = d.get<uint64_t>();
-      if (dim > static_cast<uint64_t>(INT64_MAX) || (dim != 0 && numel > UINT64_MAX / dim))
-        throw bad("shape overflows");
-      numel *= dim;
-      e.shape.push_back(static_cast<int64_t>(dim));
-    }
-    const json& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-        !off[1].is_number_unsigned())
-      throw bad("data_offsets must be two non-negative integers");
-    e.begin = off[0].get<uint64_t>();
-    e.end = off[1].get<uint64_t>();
-    if (e.begin > e.end)
-      throw bad(fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
-    if (e.end > data_size)
-      throw bad(
-          fmt::format("data_offsets [{}, {}] (file offsets {}..{}) run past the end of the "
-                      "{}-byte data section",
-                      e.begin, e.end, data_start + e.begin, data_start + e.end, data_size));
-    const uint64_t elem = dtype_size(e.dtype);
-    if (numel > UINT64_MAX / elem) throw bad("byte size overflows");
-    if (e.end - e.begin != numel * elem)
-      throw bad(fmt::format("{} bytes at data_offsets [{}, {}] but shape {} of {} needs {}",
-                            e.end - e.begin, e.begin, e.end, shape_str(e.shape),
-                            dtype_code(e.dtype), numel * elem));
-    entries.push_back(std::move(e));
+  try {
+    entries = read_entries(header, data_start, data_size, file.metadata, fail);
+  } catch (const json::exception& e) {  // a type the checks above missed: still a FormatError
+    throw fail(fmt::format("header JSON has an unexpected shape: {}", e.what()));
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
@@ -191,13 +278,37 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
   return file;
 }
 
+std::string read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IOError(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool is_dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    throw IOError(fmt::format("{}: {}", path,
+                              is_dir ? "is a directory, not a file" : "is not a regular file"));
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw IOError(
+          fmt::format("{}: read failed at offset {} ({})", path, out.size(), std::strerror(err)));
+    }
+    if (got == 0) break;
+    out.append(buf, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return out;
+}
+
 SafetensorsFile load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw IOError(fmt::format("{}: read error", path));
-  return parse_safetensors(ss.str(), path);
+  return parse_safetensors(read_file(path), path);
 }
 
 std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata) {

@@ -4,8 +4,9 @@
 //    "__metadata__": {"key": "value"}}
 // then the raw little-endian data; offsets are relative to the end of the header.
 // Reading is strict: everything is validated before any tensor is allocated, and every error is a
-// FormatError naming the file, the tensor and the byte offset. Writing is atomic (temp file,
-// fsync, rename): a crash leaves either the old file or the new one.
+// FormatError naming the file, the tensor and the byte offset (numbers no double holds, headers
+// nested deeper than 64 levels and shapes whose strides overflow int64 included).
+// Writing is atomic (temp file, fsync, rename): a crash leaves either the old file or the new one.
 #pragma once
 #include <map>
 #include <string>
@@ -35,6 +36,8 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
 std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata = {});
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const Metadata& metadata = {});
+// The bytes of a regular file; IOError naming it if it is missing, a directory or unreadable.
+std::string read_file(const std::string& path);
 // Writes `bytes` to path atomically: temp file in the same directory, fsync, rename, fsync dir.
 void atomic_write(const std::string& path, const std::string& bytes);
 

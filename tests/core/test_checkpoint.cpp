@@ -1,5 +1,6 @@
 // io::Checkpoint: sections and typed scalars round-trip exactly through one safetensors file;
 // loading rejects anything malformed with a FormatError naming the file and the key.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -33,9 +34,14 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
                      static_cast<size_t>(ca.numel()) * elem) == 0;
 }
 
-// A hand-made safetensors file with the given metadata and tensors (for malformed checkpoints).
-std::string raw_file(const io::Metadata& meta, const io::NamedTensors& tensors = {}) {
-  return io::serialize_safetensors(tensors, meta);
+// A hand-made checkpoint file with the given metadata and tensors (for malformed checkpoints),
+// sealed with a valid checksum as Checkpoint::save would seal it.
+std::string sealed_file(io::Metadata meta, const io::NamedTensors& tensors = {}) {
+  meta["nabla.crc32"] = "00000000";
+  std::string bytes = io::serialize_safetensors(tensors, meta);
+  const size_t at = bytes.find("\"nabla.crc32\":\"") + 15;
+  bytes.replace(at, 8, fmt::format("{:08x}", io::checkpoint_checksum(bytes, "test")));
+  return bytes;
 }
 
 }  // namespace
@@ -173,53 +179,55 @@ TEST_CASE("Checkpoint: getters name the file and key", "[core][io]") {
 }
 
 TEST_CASE("Checkpoint: malformed files are rejected naming the problem", "[core][io]") {
-  const io::Metadata ok = {{"nabla.format", "checkpoint/1"}, {"nabla.sections", "model"}};
+  const io::Metadata ok = {{"nabla.format", "checkpoint/2"}, {"nabla.sections", "model"}};
   auto with = [&](const std::string& key, const std::string& value) {
     io::Metadata m = ok;
     m[key] = value;
     return m;
   };
   auto parse = [](const std::string& bytes) { return io::Checkpoint::parse(bytes, "ck.st"); };
-  CHECK_NOTHROW(parse(raw_file(ok, {{"model.w", ones({2})}})));
+  // Files are sealed with a valid checksum: what is tested is the rule, not the checksum.
+  CHECK_NOTHROW(parse(sealed_file(ok, {{"model.w", ones({2})}})));
 
   // Not a checkpoint at all, or another version.
-  CHECK_THROWS_WITH(parse(raw_file({}, {{"w", ones({2})}})),
+  CHECK_THROWS_WITH(parse(sealed_file({}, {{"w", ones({2})}})),
                     Contains("ck.st") && Contains("not a nabla checkpoint"));
-  CHECK_THROWS_WITH(parse(raw_file(with("nabla.format", "checkpoint/2"))),
-                    Contains("checkpoint/2") && Contains("unsupported"));
-  CHECK_THROWS_WITH(parse(raw_file({{"nabla.format", "checkpoint/1"}})),
+  CHECK_THROWS_WITH(parse(sealed_file(with("nabla.format", "checkpoint/3"))),
+                    Contains("checkpoint/3") && Contains("unsupported"));
+  CHECK_THROWS_WITH(parse(sealed_file({{"nabla.format", "checkpoint/2"}})),
                     Contains("nabla.sections"));
-  CHECK_THROWS_WITH(parse(raw_file(with("nabla.sections", "model,,opt"))),
+  CHECK_THROWS_WITH(parse(sealed_file(with("nabla.sections", "model,,opt"))),
                     Contains("invalid section name ''"));
-  CHECK_THROWS_WITH(parse(raw_file(with("nabla.sections", "model,model"))),
+  CHECK_THROWS_WITH(parse(sealed_file(with("nabla.sections", "model,model"))),
                     Contains("'model' twice"));
-  CHECK_THROWS_WITH(parse(raw_file(with("nabla.extra", "1"))),
+  CHECK_THROWS_WITH(parse(sealed_file(with("nabla.extra", "1"))),
                     Contains("unknown reserved metadata key 'nabla.extra'"));
 
   // Tensors outside every section.
-  CHECK_THROWS_WITH(parse(raw_file(ok, {{"optimizer.x", ones({1})}})),
+  CHECK_THROWS_WITH(parse(sealed_file(ok, {{"optimizer.x", ones({1})}})),
                     Contains("ck.st") && Contains("'optimizer.x'") && Contains("no section"));
-  CHECK_THROWS_WITH(parse(raw_file(ok, {{"model", ones({1})}})), Contains("'model'"));
-  CHECK_THROWS_WITH(parse(raw_file(ok, {{"model.", ones({1})}})), Contains("'model.'"));
+  CHECK_THROWS_WITH(parse(sealed_file(ok, {{"model", ones({1})}})), Contains("'model'"));
+  CHECK_THROWS_WITH(parse(sealed_file(ok, {{"model.", ones({1})}})), Contains("'model.'"));
 
   // Scalars with a bad type tag or text.
-  CHECK_THROWS_WITH(parse(raw_file(with("step", "20"))),
+  CHECK_THROWS_WITH(parse(sealed_file(with("step", "20"))),
                     Contains("ck.st") && Contains("'step'") && Contains("no '<type>:' prefix"));
-  CHECK_THROWS_WITH(parse(raw_file(with("step", "i64:20"))), Contains("unknown type 'i64'"));
-  CHECK_THROWS_WITH(parse(raw_file(with("step", "int:20x"))), Contains("'20x' is not a valid int"));
-  CHECK_THROWS_WITH(parse(raw_file(with("step", "int:99999999999999999999"))),
+  CHECK_THROWS_WITH(parse(sealed_file(with("step", "i64:20"))), Contains("unknown type 'i64'"));
+  CHECK_THROWS_WITH(parse(sealed_file(with("step", "int:20x"))),
+                    Contains("'20x' is not a valid int"));
+  CHECK_THROWS_WITH(parse(sealed_file(with("step", "int:99999999999999999999"))),
                     Contains("not a valid int"));
-  CHECK_THROWS_WITH(parse(raw_file(with("step", "int:+3"))), Contains("not a valid int"));
-  CHECK_THROWS_WITH(parse(raw_file(with("step", "int:"))), Contains("not a valid int"));
-  CHECK_THROWS_WITH(parse(raw_file(with("seed", "uint:-1"))), Contains("not a valid uint"));
-  CHECK_THROWS_WITH(parse(raw_file(with("seed", "uint:"))), Contains("not a valid uint"));
-  CHECK_THROWS_WITH(parse(raw_file(with("lr", "float:0.1.2"))), Contains("not a valid float"));
-  CHECK_THROWS_WITH(parse(raw_file(with("lr", "float: 1"))), Contains("not a valid float"));
-  CHECK(parse(raw_file(with("lr", "float:1e-3"))).get_float("lr") == 1e-3);
-  CHECK(parse(raw_file(with("s", "str:"))).get_string("s").empty());
+  CHECK_THROWS_WITH(parse(sealed_file(with("step", "int:+3"))), Contains("not a valid int"));
+  CHECK_THROWS_WITH(parse(sealed_file(with("step", "int:"))), Contains("not a valid int"));
+  CHECK_THROWS_WITH(parse(sealed_file(with("seed", "uint:-1"))), Contains("not a valid uint"));
+  CHECK_THROWS_WITH(parse(sealed_file(with("seed", "uint:"))), Contains("not a valid uint"));
+  CHECK_THROWS_WITH(parse(sealed_file(with("lr", "float:0.1.2"))), Contains("not a valid float"));
+  CHECK_THROWS_WITH(parse(sealed_file(with("lr", "float: 1"))), Contains("not a valid float"));
+  CHECK(parse(sealed_file(with("lr", "float:1e-3"))).get_float("lr") == 1e-3);
+  CHECK(parse(sealed_file(with("s", "str:"))).get_string("s").empty());
 
   // Corruption below the checkpoint layer is still reported by the safetensors reader.
-  std::string bytes = raw_file(ok, {{"model.w", ones({2})}});
+  std::string bytes = sealed_file(ok, {{"model.w", ones({2})}});
   bytes.resize(bytes.size() - 1);
   CHECK_THROWS_AS(parse(bytes), FormatError);
 }

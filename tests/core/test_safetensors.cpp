@@ -1,11 +1,13 @@
 // safetensors: bit-exact round trips, and strict rejection of malformed files (each error is a
 // FormatError that names the problem).
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "core/io/checkpoint.h"
 #include "core/io/safetensors.h"
 #include "tests/helpers.h"
 
@@ -156,4 +158,60 @@ TEST_CASE("malformed safetensors files are rejected with a FormatError naming th
   for (size_t len = 0; len < good.size(); ++len)
     CHECK_THROWS_AS(io::parse_safetensors(good.substr(0, len), "t.safetensors"), FormatError);
   CHECK_NOTHROW(io::parse_safetensors(good, "good.safetensors"));
+}
+
+// Found by fuzzing (issue 17): each escaped as a non-nabla exception, overflowed the stack or
+// loaded with wrapped strides. Each must be a FormatError naming the file and the place.
+TEST_CASE("safetensors: numbers no double holds, deep nesting, unrepresentable shapes",
+          "[core][io][probe]") {
+  auto parse = [](const std::string& bytes) { return io::parse_safetensors(bytes, "fz.st"); };
+  // 19 bytes: nlohmann reports 1e400 as out_of_range, not parse_error.
+  const std::string overflow = header_file("{\"a\":1e400}", "");
+  REQUIRE(overflow.size() == 19);
+  CHECK_THROWS_AS(parse(overflow), FormatError);
+  CHECK_THROWS_WITH(parse(overflow),
+                    Contains("fz.st") && Contains("1e400") && Contains("file offset"));
+  CHECK_THROWS_AS(io::Checkpoint::parse(overflow, "fz.st"), FormatError);
+  CHECK_THROWS_AS(parse(header_file(R"({"w": {"dtype": "F32", "shape": [-1e999],
+                                            "data_offsets": [0, 0]}})",
+                                    "")),
+                  FormatError);
+  const std::string path = temp_path("overflow.safetensors");
+  { std::ofstream(path, std::ios::binary) << overflow; }
+  CHECK_THROWS_WITH(io::load_safetensors(path), Contains(path) && Contains("1e400"));
+  CHECK_THROWS_WITH(io::Checkpoint::load(path), Contains(path) && Contains("1e400"));
+  std::filesystem::remove(path);
+
+  // Nesting: 100k levels are rejected before any recursion; 64 are parsed (and then rejected
+  // for what they are); brackets inside strings do not count.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  CHECK_THROWS_WITH(parse(header_file(deep, "")),
+                    Contains("fz.st") && Contains("deeper than 64") && Contains("file offset 72"));
+  CHECK_THROWS_WITH(parse(header_file("{\"x\":" + std::string(100000, '{'), "")),
+                    Contains("deeper than 64"));
+  const std::string nested63 = "{\"x\":" + std::string(63, '[') + std::string(63, ']') + "}";
+  CHECK_THROWS_WITH(parse(header_file(nested63, "")), Contains("'x'") && Contains("needs dtype"));
+  const std::string in_string =
+      "{\"__metadata__\":{\"k\":\"" + std::string(1000, '[') + std::string(1000, '{') + "\"}}";
+  CHECK(parse(header_file(in_string, "")).metadata.at("k").size() == 2000);
+
+  // A 0 beside huge dims holds no bytes, but its strides do not fit in int64.
+  for (const char* shape :
+       {"[0, 3221225511, 3921674336]", "[0, 4611686018427387904, 4611686018427387904]"}) {
+    INFO(shape);
+    const std::string bytes = header_file(
+        fmt::format(R"({{"w": {{"dtype": "F32", "shape": {}, "data_offsets": [0, 0]}}}})", shape),
+        "");
+    CHECK_THROWS_AS(parse(bytes), FormatError);
+    CHECK_THROWS_WITH(parse(bytes), Contains("fz.st") && Contains("'w'") && Contains("stride"));
+  }
+  // A long value is cut short in the message.
+  const std::string long_dtype = R"({"w": {"dtype": ")" + std::string(100000, 'x') +
+                                 R"(", "shape": [], "data_offsets": [0, 0]}})";
+  try {
+    parse(header_file(long_dtype, ""));
+    FAIL("accepted");
+  } catch (const FormatError& e) {
+    CHECK(std::string(e.what()).size() < 300);
+  }
 }
