@@ -9,6 +9,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 
 namespace nabla::optim {
 
@@ -88,6 +89,7 @@ const ParamState& Optimizer::state(size_t i) const {
 }
 
 void Optimizer::step() {
+  inspect::OpScope op_scope("optimizer.step", {});  // one event around the whole update
   NoGradGuard no_grad;
   // Validate every gradient before touching any parameter.
   size_t index = 0;
