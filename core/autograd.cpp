@@ -101,7 +101,7 @@ Tensor SavedTensor::get() const {
         "in-place operation (version {}, expected {})",
         owner_->name(), owner_->forward_op(), shape_str(data_->shape), data_->storage->version(),
         version_));
-  inspect::saved_tensor_read(this, *data_);
+  inspect::saved_tensor_read(*data_);
   if (!is_output_) return Tensor(data_);
   // Rebuild the output with its history so create_graph can differentiate through it.
   auto impl = std::make_shared<TensorImpl>(*data_);

@@ -89,8 +89,8 @@ const ParamState& Optimizer::state(size_t i) const {
 }
 
 void Optimizer::step() {
-  inspect::OpScope op_scope("optimizer.step", {});  // one event around the whole update
   NoGradGuard no_grad;
+  inspect::OpScope op_scope("optimizer.step", {});  // one event around the whole update
   // Validate every gradient before touching any parameter.
   size_t index = 0;
   for (const ParamGroup& group : groups_)

@@ -285,10 +285,11 @@ void write_text_file(const char* who, const std::string& path, const std::string
     throw IOError(fmt::format("{}: writing '{}' failed: {}", who, path, std::strerror(errno)));
 }
 
-void on_saved_tensor_read(const void* saved, const TensorImpl& data) {
+void on_saved_tensor_read(const TensorImpl& data) {
   if (traced_nodes_running == 0) return;
+  // Keyed by the saved data: two fields saving one tensor (mul(h, h)) read it once.
   saved_reads.emplace_back(
-      saved, shape_numel(data.shape) * static_cast<int64_t>(dtype_size(data.dtype)));
+      &data, shape_numel(data.shape) * static_cast<int64_t>(dtype_size(data.dtype)));
 }
 
 }  // namespace detail

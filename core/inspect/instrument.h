@@ -25,7 +25,7 @@ extern std::atomic<uint32_t> active_tools;
 inline uint32_t tools() { return active_tools.load(std::memory_order_relaxed); }
 void set_tool(Tool tool, bool on);
 void on_node_recorded(const std::shared_ptr<Node>& node);
-void on_saved_tensor_read(const void* saved, const TensorImpl& data);
+void on_saved_tensor_read(const TensorImpl& data);
 // Writes `text` to `path`; throws IOError naming `who`, the path and the reason.
 void write_text_file(const char* who, const std::string& path, const std::string& text);
 }  // namespace detail
@@ -119,9 +119,9 @@ inline void node_recorded(const std::shared_ptr<Node>& node) {
   if (detail::tools() & detail::kLedger) [[unlikely]]
     detail::on_node_recorded(node);
 }
-inline void saved_tensor_read(const void* saved, const TensorImpl& data) {
+inline void saved_tensor_read(const TensorImpl& data) {
   if (detail::tools() & detail::kTrace) [[unlikely]]
-    detail::on_saved_tensor_read(saved, data);
+    detail::on_saved_tensor_read(data);
 }
 
 }  // namespace nabla::inspect
