@@ -8,8 +8,8 @@
 #include <numbers>
 #include <type_traits>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/gelu_math.h"
 #include "ops/kernel_helpers.h"

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "ops/kernel_helpers.h"
 #include "ops/unary.h"
 

@@ -24,9 +24,9 @@
 #include <numeric>
 #include <vector>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/dropout.h"

@@ -2,7 +2,6 @@
 #include "ops/compare.h"
 
 #include "core/inspect/instrument.h"
-
 #include "ops/kernel_helpers.h"
 
 namespace nabla {

@@ -13,9 +13,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/kernel_helpers.h"
 #include "ops/kernels/cross_entropy.h"

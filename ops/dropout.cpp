@@ -6,9 +6,9 @@
 
 #include <cmath>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/kernels.h"

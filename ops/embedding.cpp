@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/indexing.h"
 #include "ops/shape.h"

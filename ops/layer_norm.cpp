@@ -13,9 +13,9 @@
 #include <cmath>
 #include <vector>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/kernels/kernels.h"
 #include "ops/kernels/layer_norm.h"

@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "core/strided_loop.h"
 #include "ops/gemm.h"

@@ -9,9 +9,9 @@
 
 #include <algorithm>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/activation.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"

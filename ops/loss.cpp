@@ -10,9 +10,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/kernel_helpers.h"
@@ -182,7 +182,8 @@ Tensor mse_loss_composite(const Tensor& a, const Tensor& b, Reduction reduction)
 // -L/2 term that the fused op (through log_sigmoid) gets right; compare them away from 0.
 Tensor binary_cross_entropy_with_logits_composite(const Tensor& logits, const Tensor& target,
                                                   Reduction reduction, const Tensor& pos_weight) {
-  inspect::OpScope op_scope("binary_cross_entropy_with_logits_composite", {&logits, &target, &pos_weight});
+  inspect::OpScope op_scope("binary_cross_entropy_with_logits_composite",
+                            {&logits, &target, &pos_weight});
   check_bce(logits, target, pos_weight);
   Tensor sp = add(relu(neg(logits)), log(add(exp(neg(abs(logits))), 1.0)));  // softplus(-x)
   Tensor L = pos_weight.defined() ? add(mul(sub(pos_weight, 1.0), target), 1.0)

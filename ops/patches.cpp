@@ -7,9 +7,9 @@
 
 #include <algorithm>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/linalg.h"
@@ -204,7 +204,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Int2 st
   const Int2 kernel = {weight.size(2), weight.size(3)};
   const Window g = window("conv2d", B, x.size(1), {x.size(2), x.size(3)}, kernel, stride, padding);
   op_scope.count_flops([&] { return 2 * B * O * g.cols() * g.rows(); });  // the product's
-  Tensor cols = unfold(x, kernel, stride, padding);  // (B, C*kh*kw, L)
+  Tensor cols = unfold(x, kernel, stride, padding);                       // (B, C*kh*kw, L)
   Tensor y = matmul(weight.reshape({O, g.rows()}), cols).view({B, O, g.OH, g.OW});
   return bias.defined() ? add(y, bias.view({O, 1, 1})) : y;
 }

@@ -6,8 +6,8 @@
 #include <limits>
 #include <numbers>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/kernel_helpers.h"

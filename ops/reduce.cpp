@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/broadcast.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 
 namespace nabla {

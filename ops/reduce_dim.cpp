@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"

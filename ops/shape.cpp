@@ -6,10 +6,10 @@
 
 #include <algorithm>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/copy.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/indexing.h"
 

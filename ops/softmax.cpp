@@ -15,9 +15,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/kernels/kernels.h"

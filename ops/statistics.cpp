@@ -5,8 +5,8 @@
 
 #include <limits>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "core/strided_loop.h"
 #include "ops/arithmetic.h"

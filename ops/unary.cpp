@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "core/inspect/instrument.h"
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/kernel_helpers.h"

@@ -128,7 +128,9 @@ double l2_norm(const Tensor& t) {
   });
 }
 
-int64_t class_bytes(const Storage& s) { return static_cast<int64_t>(allocator::size_class(s.nbytes())); }
+int64_t class_bytes(const Storage& s) {
+  return static_cast<int64_t>(allocator::size_class(s.nbytes()));
+}
 
 }  // namespace
 
@@ -277,8 +279,8 @@ void on_node_recorded(const std::shared_ptr<Node>& node) { ledger_node(node); }
 void write_text_file(const char* who, const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out)
-    throw IOError(fmt::format("{}: cannot open '{}' for writing: {}", who, path,
-                              std::strerror(errno)));
+    throw IOError(
+        fmt::format("{}: cannot open '{}' for writing: {}", who, path, std::strerror(errno)));
   out << text;
   out.flush();
   if (!out)
@@ -288,8 +290,8 @@ void write_text_file(const char* who, const std::string& path, const std::string
 void on_saved_tensor_read(const TensorImpl& data) {
   if (traced_nodes_running == 0) return;
   // Keyed by the saved data: two fields saving one tensor (mul(h, h)) read it once.
-  saved_reads.emplace_back(
-      &data, shape_numel(data.shape) * static_cast<int64_t>(dtype_size(data.dtype)));
+  saved_reads.emplace_back(&data,
+                           shape_numel(data.shape) * static_cast<int64_t>(dtype_size(data.dtype)));
 }
 
 }  // namespace detail

@@ -83,8 +83,8 @@ MemoryCategories categorize(MemoryLedger::State& st, const std::vector<Tensor>& 
     c.parameters += param;
     c.gradients += grad;
     if (!detail) continue;
-    auto [it, fresh] = module_row.try_emplace(module_of_parameter(name),
-                                              detail->parameters_by_module.size());
+    auto [it, fresh] =
+        module_row.try_emplace(module_of_parameter(name), detail->parameters_by_module.size());
     if (fresh) detail->parameters_by_module.push_back({it->first, 0, 0});
     detail->parameters_by_module[it->second].parameters += param;
     detail->parameters_by_module[it->second].gradients += grad;
@@ -94,10 +94,14 @@ MemoryCategories categorize(MemoryLedger::State& st, const std::vector<Tensor>& 
   std::map<std::pair<std::string, std::string>, SavedBytes> by_op;
   for (const auto& node : reachable_nodes(st, outputs)) {
     int64_t bytes = 0;
-    for (const SavedTensor* saved : node->saved_tensors())
-      if (saved->peek()) bytes += claims.claim(saved->peek()->storage);
+    bool holds = false;  // a node whose storages another node or category claimed still counts
+    for (const SavedTensor* saved : node->saved_tensors()) {
+      if (!saved->peek()) continue;
+      holds = true;
+      bytes += claims.claim(saved->peek()->storage);
+    }
     c.saved_activations += bytes;
-    if (!detail || bytes == 0) continue;
+    if (!detail || !holds) continue;
     SavedBytes& row = by_op[{node->forward_op(), module_of(*node)}];
     row.op = node->forward_op();
     row.module = module_of(*node);
@@ -213,17 +217,24 @@ void ledger_node(const std::shared_ptr<Node>& node) {
 std::string MemorySnapshot::table() const {
   const MemoryCategories& c = bytes;
   std::string out = fmt::format("{:<18}  {:>10}\n", "category", "MB");
-  const std::pair<const char*, int64_t> rows[] = {
-      {"parameters", c.parameters},     {"gradients", c.gradients},
-      {"optimizer state", c.optimizer_state}, {"saved activations", c.saved_activations},
-      {"other", c.other},               {"live (allocator)", allocator_live},
-      {"idle cache", c.idle_cache}};
+  const std::pair<const char*, int64_t> rows[] = {{"parameters", c.parameters},
+                                                  {"gradients", c.gradients},
+                                                  {"optimizer state", c.optimizer_state},
+                                                  {"saved activations", c.saved_activations},
+                                                  {"other", c.other},
+                                                  {"live (allocator)", allocator_live},
+                                                  {"idle cache", c.idle_cache}};
   for (const auto& [name, b] : rows) out += fmt::format("{:<18}  {:>10}\n", name, mb(b));
   if (!saved_by_op.empty()) {
     out += "saved activations by op:\n";
+    auto label = [](const SavedBytes& s) {
+      return s.module.empty() ? s.op : s.module + "/" + s.op;
+    };
+    size_t width = 0;
+    for (const SavedBytes& s : saved_by_op) width = std::max(width, label(s).size());
     for (const SavedBytes& s : saved_by_op)
-      out += fmt::format("  {:<24}  {:>5} nodes  {:>10} MB\n",
-                         s.module.empty() ? s.op : s.module + "/" + s.op, s.nodes, mb(s.bytes));
+      out +=
+          fmt::format("  {:<{}}  {:>5} nodes  {:>10} MB\n", label(s), width, s.nodes, mb(s.bytes));
   }
   return out;
 }

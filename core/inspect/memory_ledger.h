@@ -44,8 +44,8 @@ struct SavedBytes {
   std::string op;  // "matmul"
   // The module whose forward recorded the nodes. Empty until nodes carry their module scope.
   std::string module;
-  int64_t nodes = 0;
-  int64_t bytes = 0;
+  int64_t nodes = 0;  // nodes holding saved tensors
+  int64_t bytes = 0;  // storages no parameter, gradient, state or earlier node already holds
 };
 
 // Parameters and their gradients of one module (a named parameter's name up to its last dot).
@@ -57,8 +57,8 @@ struct ModuleBytes {
 
 struct MemorySnapshot {
   MemoryCategories bytes;
-  int64_t allocator_live = 0;  // allocator::live_bytes() when the snapshot was taken
-  std::vector<SavedBytes> saved_by_op;            // largest first
+  int64_t allocator_live = 0;           // allocator::live_bytes() when the snapshot was taken
+  std::vector<SavedBytes> saved_by_op;  // largest first
   std::vector<ModuleBytes> parameters_by_module;  // in parameter order
   std::string table() const;                      // the categories, then saved bytes by op
 };

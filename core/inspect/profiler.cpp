@@ -101,8 +101,7 @@ std::string shapes_str(const std::vector<Shape>& shapes) {
 
 Profiler::Profiler() {
   std::lock_guard lock(sessions_mutex);
-  if (active)
-    throw Error("Profiler: another Profiler is already recording; stop() it first");
+  if (active) throw Error("Profiler: another Profiler is already recording; stop() it first");
   active = std::make_shared<Session>();
   active->id = last_session.fetch_add(1) + 1;
   active->caller_thread = detail::thread_index();

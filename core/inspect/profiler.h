@@ -95,8 +95,8 @@ namespace detail {
 uint64_t profile_session();
 uint64_t new_event_id();
 void record_profile_event(uint64_t session, ProfileEvent&& event);
-int64_t now_ns();       // steady clock
-int thread_index();     // this thread's small id
+int64_t now_ns();                                          // steady clock
+int thread_index();                                        // this thread's small id
 std::string shapes_str(const std::vector<Shape>& shapes);  // "[(2, 3), (3, 4)]"
 }  // namespace detail
 

@@ -88,7 +88,8 @@ Trace BackwardTrace::stop() {
 }
 
 std::string Trace::table() const {
-  size_t node_width = 4, received_width = 8, sent_width = 4;
+  const std::string received_header = "received (shape, norm)", sent_header = "sent (norms)";
+  size_t node_width = 4, received_width = received_header.size(), sent_width = sent_header.size();
   std::vector<std::string> received, sent;
   for (const TraceRecord& r : nodes) {
     received.push_back(fmt::format("{} {}", shape_str(r.grad_shape), norm_str(r.grad_norm)));
@@ -98,8 +99,8 @@ std::string Trace::table() const {
     sent_width = std::max(sent_width, sent.back().size());
   }
   std::string out = fmt::format("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:>10}  {:>11}  {:>10}\n", "#",
-                                "node", node_width, "received (shape, norm)", received_width,
-                                "sent (norms)", sent_width, "saved read", "saved freed", "time us");
+                                "node", node_width, received_header, received_width, sent_header,
+                                sent_width, "saved read", "saved freed", "time us");
   for (size_t i = 0; i < nodes.size(); ++i) {
     const TraceRecord& r = nodes[i];
     out += fmt::format("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:>10}  {:>11}  {:>10.1f}\n", r.index,

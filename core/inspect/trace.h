@@ -37,7 +37,7 @@ struct TraceRecord {
   uint64_t sequence_nr = 0;
   Shape grad_shape;  // the gradient it received (its output's)
   double grad_norm = 0;
-  Tensor grad;  // with keep_gradients
+  Tensor grad;                     // with keep_gradients
   std::vector<SentGradient> sent;  // one per input
   // The view shortcut (Node::backward_into) added the gradient into the input's buffer: no
   // separate gradient existed to measure.

@@ -23,8 +23,8 @@ struct Step {
   inspect::MemoryLedger ledger;
 
   Step() {
-    ledger.track_parameters({{"fc1.weight", w1}, {"fc1.bias", b1}, {"fc2.weight", w2},
-                             {"fc2.bias", b2}});
+    ledger.track_parameters(
+        {{"fc1.weight", w1}, {"fc1.bias", b1}, {"fc2.weight", w2}, {"fc2.bias", b2}});
     ledger.track_optimizer_state([this] { return optimizer_state(); });
   }
   std::vector<Tensor> optimizer_state() const {
@@ -116,15 +116,13 @@ TEST_CASE("at three points of a training step the categories add up to the live 
   CHECK(saw_linear);
   REQUIRE(after_forward.parameters_by_module.size() == 2);
   CHECK(after_forward.parameters_by_module[0].module == "fc1");
-  CHECK(after_forward.parameters_by_module[0].parameters ==
-        class_bytes(s.w1) + class_bytes(s.b1));
+  CHECK(after_forward.parameters_by_module[0].parameters == class_bytes(s.w1) + class_bytes(s.b1));
 
   loss.backward();
   const inspect::MemorySnapshot after_backward = s.ledger.snapshot({loss});
   check_point(after_backward, s.parameter_bytes());
   CHECK(after_backward.bytes.saved_activations == 0);
-  CHECK(after_backward.parameters_by_module[1].gradients ==
-        class_bytes(s.w2) + class_bytes(s.b2));
+  CHECK(after_backward.parameters_by_module[1].gradients == class_bytes(s.w2) + class_bytes(s.b2));
 
   s.adam.step();
   const inspect::MemorySnapshot after_step = s.ledger.snapshot({loss});

@@ -41,9 +41,9 @@ TEST_CASE("the profiler reports the FLOPs formulas of matmul, linear and attenti
           "[core][inspect]") {
   Generator g(3);
   inspect::Profiler profiler;
-  matmul(randn({3, 4, 5}, g), randn({5, 6}, g));   // batch 3 of (4 x 5) (5 x 6)
-  matmul(randn({5}, g), randn({5, 6}, g));         // a row
-  matmul(randn({4, 5}, g), randn({5}, g));         // a column
+  matmul(randn({3, 4, 5}, g), randn({5, 6}, g));  // batch 3 of (4 x 5) (5 x 6)
+  matmul(randn({5}, g), randn({5, 6}, g));        // a row
+  matmul(randn({4, 5}, g), randn({5}, g));        // a column
   linear(randn({2, 3, 8}, g), randn({16, 8}, g), randn({16}, g));
   scaled_dot_product_attention(randn({2, 4, 5, 8}, g), randn({2, 4, 7, 8}, g),
                                randn({2, 4, 7, 3}, g));
@@ -203,8 +203,8 @@ TEST_CASE("the summary groups by op and by op and shape; GEMM's share of a step"
   const inspect::Profile p = profiler.stop();
 
   const auto by_op = p.summary(inspect::GroupBy::Op);
-  const auto row = std::find_if(by_op.begin(), by_op.end(),
-                                [](const auto& r) { return r.name == "matmul"; });
+  const auto row =
+      std::find_if(by_op.begin(), by_op.end(), [](const auto& r) { return r.name == "matmul"; });
   REQUIRE(row != by_op.end());
   CHECK(row->count == 3);
   CHECK(row->flops == 2 * 2 * 64 * 32 * 32 + 2 * 16 * 32 * 32);

@@ -28,9 +28,7 @@ struct WorkedExample {
   }
 };
 
-Tensor matrix(double a, double b, double c, double d) {
-  return tensor({{a, b}, {c, d}}, kFloat64);
-}
+Tensor matrix(double a, double b, double c, double d) { return tensor({{a, b}, {c, d}}, kFloat64); }
 
 // Registers a hook that appends the sequence number of the node `t`'s gradient runs through.
 void record_order(const Tensor& t, std::vector<uint64_t>& order) {
@@ -78,8 +76,8 @@ TEST_CASE("the trace lists the nodes in the engine's execution order", "[core][i
 TEST_CASE("the worked example's traced gradients equal the hand derivation", "[core][inspect]") {
   WorkedExample ex;
   std::vector<uint64_t> order;
-  for (const Tensor& t : {ex.Q, ex.K, ex.V, ex.Kt, ex.scores, ex.scaled, ex.weights, ex.out,
-                          ex.loss})
+  for (const Tensor& t :
+       {ex.Q, ex.K, ex.V, ex.Kt, ex.scores, ex.scaled, ex.weights, ex.out, ex.loss})
     record_order(t, order);
   inspect::BackwardTrace tracer({.keep_gradients = true});
   ex.loss.backward();
@@ -140,7 +138,7 @@ TEST_CASE("the trace counts the saved bytes a node reads and gives back", "[core
   for (bool retain : {false, true}) {
     Tensor loss;
     {
-      Tensor h = add(x, x);  // no saved tensors
+      Tensor h = add(x, x);   // no saved tensors
       loss = sum(mul(h, h));  // MulBackward saves h twice; nobody else holds it
     }
     inspect::BackwardTrace tracer;
