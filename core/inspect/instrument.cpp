@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <unordered_set>
 
 #include "core/allocator.h"
@@ -194,11 +196,10 @@ struct NodeWatch::State {
 
 void NodeWatch::open(Node& node, const Tensor& grad) {
   const uint32_t tools = detail::tools();
-  state_ = new State;
-  state_->node = &node;
-  if ((tools & detail::kTrace) && detail::tracing_this_thread(&state_->options)) {
-    State& s = *state_;
-    s.tracing = true;
+  auto state = std::make_unique<State>();
+  State& s = *state;
+  s.node = &node;
+  if ((tools & detail::kTrace) && detail::tracing_this_thread(&s.options)) {
     s.record.node = node.name();
     s.record.op = node.forward_op();
     s.record.sequence_nr = node.sequence_nr();
@@ -212,62 +213,77 @@ void NodeWatch::open(Node& node, const Tensor& grad) {
         s.saved.emplace_back(data->storage, class_bytes(*data->storage));
     }
     s.reads_from = saved_reads.size();
-    ++traced_nodes_running;
+    s.tracing = true;
   }
   if (tools & (detail::kProfiler | detail::kLedger)) {
-    state_->slot = open_event(node.name(), EventKind::Backward, [&](OpenEvent& e) {
+    s.slot = open_event(node.name(), EventKind::Backward, [&](OpenEvent& e) {
       e.shapes = node.input_shapes;
       if (!node.input_dtypes.empty()) e.dtype = node.input_dtypes[0];
     });
     open_events.back().flops = node.backward_flops();
   }
+  if (s.tracing) ++traced_nodes_running;  // nothing below throws
+  state_ = state.release();
   state_->start_ns = detail::now_ns();
 }
 
+namespace {
+
+// The gradient `node` sends to input i, as the engine will add it: summed down to the input's
+// shape. A gradient the engine will reject (a shape that does not sum down) is left unmeasured
+// for the engine to report.
+SentGradient sent_gradient(const Node& node, size_t i, const std::vector<Tensor>& grads,
+                           bool keep) {
+  SentGradient sent;
+  sent.shape = i < node.input_shapes.size() ? node.input_shapes[i] : Shape{};
+  if (node.next[i].fn) sent.to = node.next[i].fn->name();
+  if (i >= grads.size() || !grads[i].defined() || !node.next[i].fn) return sent;
+  try {
+    NoGradGuard no_grad;
+    Tensor g = grads[i].detach();
+    if (g.shape() != sent.shape) g = sum_to(g, sent.shape);
+    sent.norm = l2_norm(g);
+    if (keep) sent.value = g.clone();
+    sent.sent = true;
+  } catch (const Error&) {
+    sent.sent = false;
+  }
+  return sent;
+}
+
+}  // namespace
+
 void NodeWatch::finish(const std::vector<Tensor>& grads) {
-  State& s = *state_;
+  std::unique_ptr<State> state(state_);
+  state_ = nullptr;
+  State& s = *state;
   const int64_t end = detail::now_ns();
   if (s.slot >= 0) close_event(s.slot);
-  if (s.tracing) {
-    --traced_nodes_running;
-    TraceRecord& r = s.record;
-    const Node& node = *s.node;
-    r.duration_ns = end - s.start_ns;
-    r.into_buffer = grads.size() != node.next.size();
-    for (size_t i = 0; i < node.next.size(); ++i) {
-      SentGradient sent;
-      sent.shape = i < node.input_shapes.size() ? node.input_shapes[i] : Shape{};
-      if (node.next[i].fn) sent.to = node.next[i].fn->name();
-      if (i < grads.size() && grads[i].defined() && node.next[i].fn) {
-        NoGradGuard no_grad;
-        Tensor g = grads[i].detach();
-        if (g.shape() != sent.shape) g = sum_to(g, sent.shape);  // as the engine will
-        sent.sent = true;
-        sent.norm = l2_norm(g);
-        if (s.options.keep_gradients) sent.value = g.clone();
-      }
-      r.sent.push_back(std::move(sent));
-    }
-    std::unordered_set<const void*> read;
-    for (size_t i = s.reads_from; i < saved_reads.size(); ++i)
-      if (read.insert(saved_reads[i].first).second) r.saved_read_bytes += saved_reads[i].second;
-    saved_reads.resize(s.reads_from);
-    for (const auto& [storage, bytes] : s.saved)
-      if (storage.expired()) r.saved_freed_bytes += bytes;
-    detail::record_trace(std::move(r));
-  }
-  delete state_;
-  state_ = nullptr;
+  if (!s.tracing) return;
+  --traced_nodes_running;
+  TraceRecord& r = s.record;
+  const Node& node = *s.node;
+  r.duration_ns = end - s.start_ns;
+  r.into_buffer = grads.size() != node.next.size();
+  std::unordered_set<const void*> read;
+  for (size_t i = s.reads_from; i < saved_reads.size(); ++i)
+    if (read.insert(saved_reads[i].first).second) r.saved_read_bytes += saved_reads[i].second;
+  saved_reads.resize(s.reads_from);
+  for (const auto& [storage, bytes] : s.saved)
+    if (storage.expired()) r.saved_freed_bytes += bytes;
+  for (size_t i = 0; i < node.next.size(); ++i)
+    r.sent.push_back(sent_gradient(node, i, grads, s.options.keep_gradients));
+  detail::record_trace(std::move(r));
 }
 
 void NodeWatch::abandon() {
-  if (state_->slot >= 0) close_event(state_->slot);
-  if (state_->tracing) {
-    --traced_nodes_running;
-    saved_reads.resize(std::min(saved_reads.size(), state_->reads_from));
-  }
-  delete state_;
+  std::unique_ptr<State> state(state_);
   state_ = nullptr;
+  if (state->slot >= 0) close_event(state->slot);
+  if (state->tracing) {
+    --traced_nodes_running;
+    saved_reads.resize(std::min(saved_reads.size(), state->reads_from));
+  }
 }
 
 // --- hooks in core/autograd.cpp ----------------------------------------------------------------

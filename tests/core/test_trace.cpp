@@ -207,3 +207,31 @@ TEST_CASE("the trace records only its own thread and refuses bad use", "[core][i
     CHECK(std::string(e.what()).find("/nonexistent-dir/trace.jsonl") != std::string::npos);
   }
 }
+
+TEST_CASE("a view that adds into its input's buffer is traced as such", "[core][inspect]") {
+  // The second slice of h finds h's gradient buffer already made by the first and adds its part
+  // in place (Node::backward_into): there is no separate gradient to measure.
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, kFloat64).requires_grad_();
+  Tensor h = mul(x, 2.0);
+  Tensor loss = add(sum(h.slice(0, 0, 2)), sum(mul(h.slice(0, 2, 4), 3.0)));
+  inspect::BackwardTrace tracer;
+  loss.backward();
+  const inspect::Trace trace = tracer.stop();
+  int into_buffer = 0, measured = 0;
+  for (const auto& r : trace.nodes) {
+    if (r.node != "SliceBackward") continue;
+    REQUIRE(r.sent.size() == 1);
+    if (r.into_buffer) {
+      ++into_buffer;
+      CHECK_FALSE(r.sent[0].sent);
+    } else {
+      ++measured;
+      CHECK(r.sent[0].sent);
+      CHECK(r.sent[0].shape == Shape{4});  // the whole of h: the slice's zero-padded gradient
+    }
+  }
+  CHECK(into_buffer == 1);
+  CHECK(measured == 1);
+  CHECK(trace.json_lines().find("\"norm\":null") != std::string::npos);
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 2, 6, 6});
+}
