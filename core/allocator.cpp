@@ -105,8 +105,18 @@ size_t small_class_bytes(size_t index) {  // the inverse of small_index
   return p + ((index - 16) % 4 + 1) * (p / 4);
 }
 
+// A counter only its own thread writes: a relaxed load and a store, not a locked read-modify-write
+// (a no-grad add costs ~0.1 us in all, docs/perf.md); other threads only read it.
+template <class T>
+void add_own(std::atomic<T>& counter, T delta) {
+  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
 struct SmallCache {
   std::array<std::vector<void*>, kSmallClasses> lists;
+  std::atomic<int64_t> small_live{0};    // small-block bytes allocated minus freed by this thread
+  std::atomic<int64_t> small_cached{0};  // bytes waiting in `lists`
+  std::atomic<uint64_t> allocated{0};    // bytes of every size this thread allocated, ever
   void release() {
     for (size_t i = 0; i < kSmallClasses; ++i) {
       for (void* p : lists[i]) {
@@ -115,16 +125,40 @@ struct SmallCache {
       }
       lists[i].clear();
     }
+    small_cached.store(0, std::memory_order_relaxed);
   }
 };
+
+// Every thread's SmallCache, so that live_bytes() and idle_cache_bytes() can sum their counters.
+struct Registry {
+  std::mutex mutex;
+  std::vector<SmallCache*> caches;
+  int64_t retired_small_live = 0;  // small_live of threads that have exited
+};
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed, like cache()
+  return *r;
+}
+// Small blocks allocated or freed by a thread whose SmallCache is already gone (thread exit).
+std::atomic<int64_t> orphan_small_live{0};
 
 thread_local SmallCache* small_cache_of_thread = nullptr;  // null before first use, after exit
 
 struct SmallCacheOwner {
   SmallCache cache;
-  SmallCacheOwner() { small_cache_of_thread = &cache; }
+  SmallCacheOwner() {
+    std::lock_guard lock(registry().mutex);
+    registry().caches.push_back(&cache);
+    small_cache_of_thread = &cache;
+  }
   ~SmallCacheOwner() {
     small_cache_of_thread = nullptr;  // frees after thread exit go straight to free()
+    {
+      Registry& r = registry();
+      std::lock_guard lock(r.mutex);
+      r.caches.erase(std::find(r.caches.begin(), r.caches.end(), &cache));
+      r.retired_small_live += cache.small_live.load(std::memory_order_relaxed);
+    }
     cache.release();
   }
   SmallCacheOwner(const SmallCacheOwner&) = delete;
@@ -136,33 +170,59 @@ SmallCache* small_cache() {
   return small_cache_of_thread;
 }
 
-void* allocate_small(size_t bytes) {
-  if (SmallCache* sc = small_cache(); sc && small_cache_on.load(std::memory_order_relaxed)) {
+void count_small_live(SmallCache* sc, int64_t delta) {
+  if (sc)
+    add_own(sc->small_live, delta);
+  else
+    orphan_small_live.fetch_add(delta, std::memory_order_relaxed);
+}
+
+void* allocate_small(SmallCache* sc, size_t bytes) {
+  count_small_live(sc, static_cast<int64_t>(bytes));
+  if (sc && small_cache_on.load(std::memory_order_relaxed)) {
     auto& list = sc->lists[small_index(bytes)];
     if (!list.empty()) {
       void* p = list.back();
       list.pop_back();
+      add_own(sc->small_cached, -static_cast<int64_t>(bytes));
       NABLA_UNPOISON(p, bytes);
       return p;
     }
   }
   void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw OutOfMemoryError(fmt::format("allocator: the system refused {} bytes", bytes));
+  if (!p) {
+    count_small_live(sc, -static_cast<int64_t>(bytes));
+    throw OutOfMemoryError(fmt::format("allocator: the system refused {} bytes", bytes));
+  }
   return p;
 }
 
 void deallocate_small(void* ptr, size_t bytes) {
   SmallCache* sc = small_cache();
+  count_small_live(sc, -static_cast<int64_t>(bytes));
   if (sc && small_cache_on.load(std::memory_order_relaxed)) {
     auto& list = sc->lists[small_index(bytes)];
     if ((list.size() + 1) * bytes <= kSmallListBytes) {
       NABLA_POISON(ptr, bytes);
       list.push_back(ptr);
+      add_own(sc->small_cached, static_cast<int64_t>(bytes));
       return;
     }
   }
   std::free(ptr);
 }
+
+std::atomic<bool> peak_watch_on{false};
+std::atomic<size_t> peak_live{0};
+
+void note_peak() {
+  const size_t live = live_bytes();
+  size_t seen = peak_live.load(std::memory_order_relaxed);
+  while (live > seen && !peak_live.compare_exchange_weak(seen, live)) {
+  }
+}
+
+void* allocate_large(size_t bytes);
 
 }  // namespace
 
@@ -190,7 +250,17 @@ void* allocate(size_t nbytes) {
         "allocator: cannot allocate {} bytes, more than this machine's {} bytes of memory and swap",
         nbytes, max_request()));
   const size_t bytes = size_class(nbytes);
-  if (bytes < kMinCachedBlock) return allocate_small(bytes);
+  SmallCache* sc = small_cache();
+  if (sc) add_own(sc->allocated, uint64_t{bytes});
+  void* p = bytes < kMinCachedBlock ? allocate_small(sc, bytes) : allocate_large(bytes);
+  if (peak_watch_on.load(std::memory_order_relaxed)) [[unlikely]]
+    note_peak();
+  return p;
+}
+
+namespace {
+
+void* allocate_large(size_t bytes) {
   Cache& c = cache();
   {
     std::lock_guard lock(c.mutex);
@@ -219,8 +289,7 @@ void* allocate(size_t nbytes) {
     p = std::aligned_alloc(64, bytes);
     if (!p)
       throw OutOfMemoryError(fmt::format(
-          "allocator: the system refused {} bytes ({} requested), even after the cache was freed",
-          bytes, nbytes));
+          "allocator: the system refused {} bytes, even after the cache was freed", bytes));
   }
   std::lock_guard lock(c.mutex);
   c.stats.allocated_bytes += bytes;
@@ -228,6 +297,8 @@ void* allocate(size_t nbytes) {
   ++c.stats.misses;
   return p;
 }
+
+}  // namespace
 
 void deallocate(void* ptr, size_t nbytes) {
   if (!ptr) return;
@@ -281,5 +352,49 @@ size_t cache_limit() {
   std::lock_guard lock(c.mutex);
   return c.limit;
 }
+
+size_t live_bytes() {
+  int64_t total = orphan_small_live.load(std::memory_order_relaxed);
+  {
+    Cache& c = cache();
+    std::lock_guard lock(c.mutex);
+    total += static_cast<int64_t>(c.stats.allocated_bytes);
+  }
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  total += r.retired_small_live;
+  for (const SmallCache* sc : r.caches) total += sc->small_live.load(std::memory_order_relaxed);
+  return static_cast<size_t>(std::max<int64_t>(total, 0));
+}
+
+size_t idle_cache_bytes() {
+  int64_t total = 0;
+  {
+    Cache& c = cache();
+    std::lock_guard lock(c.mutex);
+    total += static_cast<int64_t>(c.stats.cached_bytes);
+  }
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (const SmallCache* sc : r.caches) total += sc->small_cached.load(std::memory_order_relaxed);
+  return static_cast<size_t>(std::max<int64_t>(total, 0));
+}
+
+uint64_t thread_allocated_bytes() {
+  const SmallCache* sc = small_cache();
+  return sc ? sc->allocated.load(std::memory_order_relaxed) : 0;
+}
+
+void start_peak_watch() {
+  peak_live.store(live_bytes());
+  peak_watch_on.store(true);
+}
+
+size_t peak_live_bytes() {
+  note_peak();  // the current value counts too
+  return peak_live.load();
+}
+
+void stop_peak_watch() { peak_watch_on.store(false); }
 
 }  // namespace nabla::allocator

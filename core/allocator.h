@@ -9,6 +9,12 @@
 // peak live bytes have been allocated goes back to the system; the cache holds at most
 // `cache_limit` bytes (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is
 // returned; 0 turns both caches off). Thread-safe.
+//
+// Blocks of every size are also counted by the bytes of their size class: live_bytes() (in live
+// storages) and idle_cache_bytes() (free blocks held for reuse), the memory ledger's ground truth
+// (core/inspect/memory_ledger.h). Each thread keeps its own counters, written only by that
+// thread (a plain load and store, no atomic read-modify-write on the allocation path); a reader
+// sums them.
 // Under AddressSanitizer cached blocks are poisoned, so a use after free is still reported.
 // A request larger than the machine's memory plus swap (max_request()) is refused before it
 // reaches malloc, and every failure is an OutOfMemoryError naming the bytes: never a crash,
@@ -46,6 +52,20 @@ void empty_cache();
 // Bytes of free blocks the cache may hold; 0 turns caching off (and empties the cache).
 void set_cache_limit(size_t bytes);
 size_t cache_limit();
+
+// Bytes of every live storage (blocks of any size, rounded to their size class). Exact when no
+// other thread allocates or frees meanwhile.
+size_t live_bytes();
+// Free blocks held for reuse: the shared cache and every thread's small-block lists.
+size_t idle_cache_bytes();
+// Bytes the calling thread has allocated since it started (never decreases): the profiler's
+// "bytes allocated" by an op is the difference across it.
+uint64_t thread_allocated_bytes();
+// While a watch is on, every allocation updates the highest live_bytes() seen (off, allocate()
+// pays one relaxed load). start_peak_watch() begins at the current live bytes.
+void start_peak_watch();
+size_t peak_live_bytes();  // the highest live_bytes() since start_peak_watch()
+void stop_peak_watch();
 
 }  // namespace allocator
 }  // namespace nabla

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cctype>
 
+#include "core/inspect/instrument.h"
 #include "core/strided_loop.h"
 
 namespace nabla {
@@ -100,6 +101,7 @@ Tensor SavedTensor::get() const {
         "in-place operation (version {}, expected {})",
         owner_->name(), owner_->forward_op(), shape_str(data_->shape), data_->storage->version(),
         version_));
+  inspect::saved_tensor_read(*data_);
   if (!is_output_) return Tensor(data_);
   // Rebuild the output with its history so create_graph can differentiate through it.
   auto impl = std::make_shared<TensorImpl>(*data_);
@@ -146,6 +148,7 @@ void set_history(Tensor& output, const std::shared_ptr<Node>& node) {
   TensorImpl& impl = output.impl();
   impl.requires_grad = true;
   impl.grad_fn = node;
+  inspect::node_recorded(node);
 }
 
 // ----------------------------------------------------------------------------

@@ -44,6 +44,11 @@ class Node : public std::enable_shared_from_this<Node> {
   bool needs_input_grad(size_t i) const { return i < next.size() && next[i].fn != nullptr; }
   void release_saved();  // frees every SavedTensor of this node
   uint64_t sequence_nr() const { return sequence_nr_; }
+  // What the node saved (the inspect tools read their sizes).
+  const std::vector<SavedTensor*>& saved_tensors() const { return saved_; }
+  // FLOPs of the node's own backward kernels, 0 if unknown; ops its formula calls record
+  // their own (core/inspect/profiler.h).
+  virtual int64_t backward_flops() const { return 0; }
 
   std::vector<Edge> next;
   std::vector<Shape> input_shapes;
@@ -69,6 +74,8 @@ class SavedTensor {
   Tensor get() const;
   bool defined() const { return data_ != nullptr || released_; }
   void release();
+  // The saved data without the in-place check, null once released (for inspect tools).
+  const std::shared_ptr<TensorImpl>& peek() const { return data_; }
 
  private:
   Node* owner_;

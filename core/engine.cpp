@@ -3,7 +3,8 @@
 //   2. a node whose count reaches zero has its complete gradient: it joins the ready queue;
 //   3. the loop takes the latest-created ready node, calls its backward, and sums each input
 //      gradient (broadcasting undone here, once) into the buffer of the node it flows to.
-// The two speed shortcuts and autograd::grad's pruning are helpers the loop calls in one line.
+// The two speed shortcuts, autograd::grad's pruning and the inspect tools' watch are helpers the
+// loop calls in one line.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "core/autograd.h"
 #include "core/broadcast.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 
 namespace nabla {
 namespace {
@@ -180,6 +182,17 @@ std::vector<Tensor> call_backward(Node& node, const Tensor& grad, const Options&
   return grads;
 }
 
+// One node's backward (the view shortcut or its formula), seen by the inspect tools that are on:
+// the trace, the profiler, the memory ledger (core/inspect/instrument.h; off, one atomic load).
+std::vector<Tensor> run_backward(Graph& graph, Node& node, const Tensor& grad,
+                                 const Options& options) {
+  inspect::NodeWatch watch(node, grad);
+  std::vector<Tensor> grads;  // stays empty if the view shortcut ran
+  if (!try_backward_into(graph, node, grad, options)) grads = call_backward(node, grad, options);
+  watch.done(grads);
+  return grads;
+}
+
 bool has_non_finite(const Tensor& t) {
   if (!is_floating(t.dtype())) return false;
   Tensor c = t.detach().contiguous();
@@ -236,8 +249,7 @@ std::unordered_map<Node*, Tensor> run_engine(const std::vector<Tensor>& outputs,
     if (grad.defined()) {
       grad = run_pre_hooks(*node, grad);
       if (options.capture.count(node)) captured[node] = grad;
-      if (task.runs && !try_backward_into(graph, *node, grad, options))
-        grads = call_backward(*node, grad, options);
+      if (task.runs) grads = run_backward(graph, *node, grad, options);
     }
     for (size_t i = 0; i < node->next.size(); ++i) {
       Node* input = node->next[i].fn.get();

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/gelu_math.h"
 #include "ops/kernel_helpers.h"
@@ -85,6 +86,7 @@ struct GeluBackward final : Node {
 };
 
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  inspect::OpScope op_scope("gelu", {&x});
   Tensor y = kernels::tuned_enabled() ? kernels::gelu_forward(x, approximate)
                                       : gelu_reference(x, approximate);
   if (auto node = make_node<GeluBackward>({&x}, approximate)) {
@@ -113,6 +115,7 @@ struct GeluBackwardBackward final : Node {
 };
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a) {
+  inspect::OpScope op_scope("gelu_backward", {&grad, &x});
   Tensor y = kernels::tuned_enabled() ? kernels::gelu_grad(grad, x, a)
                                       : gelu_backward_reference(grad, x, a);
   if (auto node = make_node<GeluBackwardBackward>({&grad, &x}, a)) {
@@ -126,6 +129,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate a) {
 // ----------------------------------------------------------------------------
 // gelu_composite: the same formulas from primitive ops (their backward comes from theirs)
 Tensor gelu_composite(const Tensor& x, GeluApproximate approximate) {
+  inspect::OpScope op_scope("gelu_composite", {&x});
   if (approximate == GeluApproximate::None) return x * 0.5 * (1.0 + erf(x * kSqrt1_2));
   return x * 0.5 * (1.0 + tanh((x + x * x * x * kKappa) * kSqrt2OverPi));
 }
@@ -145,6 +149,7 @@ struct SiluBackward final : Node {
 };
 
 Tensor silu(const Tensor& x) {
+  inspect::OpScope op_scope("silu", {&x});
   Tensor y = kernels::map_float("silu", x, [](auto v) {
     using T = decltype(v);
     if (v >= 0) return v / (T(1) + std::exp(-v));

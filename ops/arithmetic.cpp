@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "ops/kernel_helpers.h"
 #include "ops/unary.h"
 
@@ -22,6 +23,7 @@ struct AddBackward final : Node {
 };
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("add", {&a, &b});
   Tensor y = kernels::map_binary_numeric("add", a, b, [](auto x, auto z) { return x + z; });
   if (auto node = make_node<AddBackward>({&a, &b})) set_history(y, node);
   return y;
@@ -39,6 +41,7 @@ struct SubBackward final : Node {
 };
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("sub", {&a, &b});
   Tensor y = kernels::map_binary_numeric("sub", a, b, [](auto x, auto z) { return x - z; });
   if (auto node = make_node<SubBackward>({&a, &b})) set_history(y, node);
   return y;
@@ -58,6 +61,7 @@ struct MulBackward final : Node {
 };
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("mul", {&a, &b});
   Tensor y = kernels::map_binary_numeric("mul", a, b, [](auto x, auto z) { return x * z; });
   if (auto node = make_node<MulBackward>({&a, &b})) {
     if (node->needs_input_grad(0)) node->b.save(b);
@@ -83,6 +87,7 @@ struct DivBackward final : Node {
 };
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("div", {&a, &b});
   Tensor y = kernels::map_binary_numeric("div", a, b, [](auto x, auto z) { return x / z; });
   if (auto node = make_node<DivBackward>({&a, &b})) {
     node->b.save(b);
@@ -102,6 +107,7 @@ struct NegBackward final : Node {
 };
 
 Tensor neg(const Tensor& x) {
+  inspect::OpScope op_scope("neg", {&x});
   Tensor y = kernels::map_unary<false>("neg", x, [](auto v) { return -v; });
   if (auto node = make_node<NegBackward>({&x})) set_history(y, node);
   return y;
@@ -123,6 +129,7 @@ struct PowScalarBackward final : Node {
 };
 
 Tensor pow(const Tensor& x, double p) {
+  inspect::OpScope op_scope("pow", {&x});
   Tensor y = kernels::map_float("pow", x, [p](auto v) {
     using T = decltype(v);
     return p == 2.0 ? v * v : static_cast<T>(std::pow(v, static_cast<T>(p)));
@@ -150,6 +157,7 @@ struct PowBackward final : Node {
 };
 
 Tensor pow(const Tensor& x, const Tensor& e) {
+  inspect::OpScope op_scope("pow", {&x, &e});
   Tensor y = kernels::map_binary_float("pow", x, e, [](auto a, auto b) { return std::pow(a, b); });
   if (auto node = make_node<PowBackward>({&x, &e})) {
     node->x.save(x);
@@ -205,15 +213,19 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn) {
 }  // namespace
 
 Tensor& add_(Tensor& self, const Tensor& other) {
+  inspect::OpScope op_scope("add_", {&self, &other});
   return inplace("add_", self, other, [](const Tensor& a, const Tensor& b) { return add(a, b); });
 }
 Tensor& sub_(Tensor& self, const Tensor& other) {
+  inspect::OpScope op_scope("sub_", {&self, &other});
   return inplace("sub_", self, other, [](const Tensor& a, const Tensor& b) { return sub(a, b); });
 }
 Tensor& mul_(Tensor& self, const Tensor& other) {
+  inspect::OpScope op_scope("mul_", {&self, &other});
   return inplace("mul_", self, other, [](const Tensor& a, const Tensor& b) { return mul(a, b); });
 }
 Tensor& div_(Tensor& self, const Tensor& other) {
+  inspect::OpScope op_scope("div_", {&self, &other});
   return inplace("div_", self, other, [](const Tensor& a, const Tensor& b) { return div(a, b); });
 }
 Tensor& add_(Tensor& self, double other) { return add_(self, scalar_like(self, other)); }

@@ -26,6 +26,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/dropout.h"
@@ -251,6 +252,9 @@ Tensor dropout_multipliers(const Shape& shape, DType dt, const Problem& pr) {
   return dropout(ones(shape, dt), pr.p, true, gen);
 }
 
+// FLOPs of the two products per head, Q K^T and W V (as torch.utils.flop_counter counts SDPA).
+int64_t forward_flops(const Problem& pr) { return 2 * pr.N * pr.L * pr.S * (pr.E + pr.Ev); }
+
 // SdpaBackward: the tuned or the reference backward kernel; under create_graph, the same formulas
 // written with ops (differentiable, but O(L * S) memory).
 struct SdpaBackward final : Node {
@@ -286,6 +290,11 @@ struct SdpaBackward final : Node {
     return {mul(matmul(ds, kt), pr.scale), mul(matmul(ds.mT(), qt), pr.scale), dv};
   }
   const char* name() const override { return "ScaledDotProductAttentionBackward"; }
+  // The kernel's five products per head: Q K^T again, dO V^T, W^T dO, dS K, dS^T Q. Under
+  // create_graph the composite formula's ops count their own.
+  int64_t backward_flops() const override {
+    return GradMode::enabled() ? 0 : 2 * pr.N * pr.L * pr.S * (3 * pr.E + 2 * pr.Ev);
+  }
 };
 
 // Validates the call and fills everything but the dropout counters.
@@ -339,7 +348,9 @@ Problem check_problem(const Tensor& q, const Tensor& k, const Tensor& v, const S
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const SdpaOptions& o) {
+  inspect::OpScope op_scope("scaled_dot_product_attention", {&q_in, &k_in, &v_in});
   Problem pr = check_problem(q_in, k_in, v_in, o);
+  op_scope.count_flops([&] { return forward_flops(pr); });
   const Tensor& mask = o.attn_mask;
   if (mask.defined() && mask.requires_grad() && GradMode::enabled())
     return scaled_dot_product_attention_composite(q_in, k_in, v_in, o);
@@ -374,7 +385,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
 
 Tensor scaled_dot_product_attention_composite(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const SdpaOptions& o) {
+  inspect::OpScope op_scope("scaled_dot_product_attention_composite", {&q, &k, &v});
   const Problem pr = check_problem(q, k, v, o);
+  op_scope.count_flops([&] { return forward_flops(pr); });
   Tensor weights = attention_weights(q, k, o.attn_mask, pr.causal, pr.scale);
   Generator& gen = o.generator ? *o.generator : default_generator();
   return matmul(pr.p > 0 ? dropout(weights, pr.p, true, gen) : weights, v);

@@ -1,6 +1,7 @@
 // Comparisons and logical ops. Outputs are bool and carry no autograd history.
 #include "ops/compare.h"
 
+#include "core/inspect/instrument.h"
 #include "ops/kernel_helpers.h"
 
 namespace nabla {
@@ -38,21 +39,27 @@ void check_bool(const char* op, const Tensor& t) {
 }  // namespace
 
 Tensor eq(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("eq", {&a, &b});
   return compare("eq", a, b, [](auto x, auto y) { return x == y; });
 }
 Tensor ne(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("ne", {&a, &b});
   return compare("ne", a, b, [](auto x, auto y) { return x != y; });
 }
 Tensor lt(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("lt", {&a, &b});
   return compare("lt", a, b, [](auto x, auto y) { return x < y; });
 }
 Tensor le(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("le", {&a, &b});
   return compare("le", a, b, [](auto x, auto y) { return x <= y; });
 }
 Tensor gt(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("gt", {&a, &b});
   return compare("gt", a, b, [](auto x, auto y) { return x > y; });
 }
 Tensor ge(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("ge", {&a, &b});
   return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
 }
 Tensor eq(const Tensor& a, double b) { return eq(a, scalar_for(a, b)); }
@@ -63,16 +70,19 @@ Tensor gt(const Tensor& a, double b) { return gt(a, scalar_for(a, b)); }
 Tensor ge(const Tensor& a, double b) { return ge(a, scalar_for(a, b)); }
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("logical_and", {&a, &b});
   check_bool("logical_and", a);
   check_bool("logical_and", b);
   return compare("logical_and", a, b, [](auto x, auto y) { return x && y; });
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("logical_or", {&a, &b});
   check_bool("logical_or", a);
   check_bool("logical_or", b);
   return compare("logical_or", a, b, [](auto x, auto y) { return x || y; });
 }
 Tensor logical_not(const Tensor& a) {
+  inspect::OpScope op_scope("logical_not", {&a});
   check_bool("logical_not", a);
   return compare("logical_not", a, scalar_tensor(0, kBool), [](auto x, auto) { return !x; });
 }

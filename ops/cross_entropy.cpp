@@ -15,6 +15,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/kernel_helpers.h"
 #include "ops/kernels/cross_entropy.h"
@@ -268,6 +269,7 @@ struct CrossEntropyProbsBackward final : Node {
 };
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
+  inspect::OpScope op_scope("cross_entropy", {&logits, &target});
   check_smoothing(opts.label_smoothing);
   const RowLayout l = checked_class_rows("cross_entropy", logits);
   const bool probs = is_floating(target.dtype());
@@ -329,6 +331,7 @@ struct NllLossBackward final : Node {
 };
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& opts) {
+  inspect::OpScope op_scope("nll_loss", {&log_probs, &target});
   const RowLayout l = checked_class_rows("nll_loss", log_probs);
   const int64_t count = check_index_target("nll_loss", log_probs, target, opts.ignore_index);
   Tensor x = log_probs.detach().contiguous(), t = target.contiguous();
@@ -355,6 +358,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOpti
 // Composite twin
 Tensor cross_entropy_composite(const Tensor& logits, const Tensor& target,
                                const CrossEntropyOptions& opts) {
+  inspect::OpScope op_scope("cross_entropy_composite", {&logits, &target});
   check_smoothing(opts.label_smoothing);
   const RowLayout l = checked_class_rows("cross_entropy", logits);
   const int64_t cd = class_dim(logits.shape());

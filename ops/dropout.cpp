@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/kernels.h"
@@ -65,6 +66,7 @@ struct DropoutBackward final : Node {
 };
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  inspect::OpScope op_scope("dropout", {&x});
   if (!(p >= 0.0 && p <= 1.0))
     throw ValueError(fmt::format("dropout: p must be in [0, 1], got {}", p));
   if (!is_floating(x.dtype()))

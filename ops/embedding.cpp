@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/indexing.h"
 #include "ops/shape.h"
@@ -95,6 +96,7 @@ struct EmbeddingBackward final : Node {
 };
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  inspect::OpScope op_scope("embedding", {&weight, &indices});
   const int64_t pad = check_embedding("embedding", weight, indices, padding_idx);
   const std::vector<int64_t> idx = checked_rows("embedding", weight, indices);
   const int64_t D = weight.size(1);
@@ -123,6 +125,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
 // row is spliced in detached, so it receives no gradient.
 Tensor embedding_composite(const Tensor& weight, const Tensor& indices,
                            std::optional<int64_t> padding_idx) {
+  inspect::OpScope op_scope("embedding_composite", {&weight, &indices});
   const int64_t pad = check_embedding("embedding_composite", weight, indices, padding_idx);
   checked_rows("embedding_composite", weight, indices);
   Tensor w = weight;

@@ -19,6 +19,7 @@
 #include <climits>
 
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 
 namespace nabla::blas {
@@ -108,6 +109,7 @@ template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   check_sizes({m, n, k, lda, ldb, ldc});
+  inspect::GemmScope scope(m, n, k, dtype_of<T>());
   for_each_block(m, n, k, [&](bool rows, int64_t p0, int64_t p1) {
     gemm_block<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, rows, p0, p1);
   });
@@ -117,6 +119,7 @@ template <class T>
 void gemm_onto_bias(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
                     const T* b, int64_t ldb, const T* bias, T* c, int64_t ldc) {
   check_sizes({m, n, k, lda, ldb, ldc});
+  inspect::GemmScope scope(m, n, k, dtype_of<T>());
   for_each_block(m, n, k, [&](bool rows, int64_t p0, int64_t p1) {
     const int64_t r0 = rows ? p0 : 0, r1 = rows ? p1 : m, c0 = rows ? 0 : p0, c1 = rows ? n : p1;
     for (int64_t r = r0; r < r1; ++r) std::copy(bias + c0, bias + c1, c + r * ldc + c0);

@@ -11,6 +11,7 @@
 #include "core/autograd.h"
 #include "core/copy.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/shape.h"
 
@@ -91,6 +92,7 @@ struct IndexSelectBackward final : Node {
 };
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  inspect::OpScope op_scope("index_select", {&x, &index});
   check_index_dtype("index_select", index);
   if (x.dim() == 0) throw ShapeError("index_select: x is 0-d (shape ()); expects at least 1 dim");
   if (index.dim() > 1)
@@ -140,6 +142,7 @@ struct IndexAddBackward final : Node {
 };
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  inspect::OpScope op_scope("index_add", {&x, &index, &src});
   check_index_dtype("index_add", index);
   if (x.dtype() != src.dtype())
     throw DTypeError(fmt::format("index_add: x is {} but src is {}", dtype_name(x.dtype()),
@@ -223,6 +226,7 @@ struct GatherBackward final : Node {
 };
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  inspect::OpScope op_scope("gather", {&x, &index});
   check_index_dtype("gather", index);
   const int64_t d = normalize_dim("gather", dim, x.dim());
   check_gather_scatter("gather", x, d, index, nullptr);
@@ -279,6 +283,7 @@ struct ScatterAddBackward final : Node {
 };
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  inspect::OpScope op_scope("scatter_add", {&x, &index, &src});
   check_index_dtype("scatter_add", index);
   if (x.dtype() != src.dtype())
     throw DTypeError(fmt::format("scatter_add: x is {} but src is {}", dtype_name(x.dtype()),
@@ -325,6 +330,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 // one_hot (not differentiable)
 //   forward:   y[..., c] = (indices[...] == c), int64 (..., num_classes)
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  inspect::OpScope op_scope("one_hot", {&indices});
   check_index_dtype("one_hot", indices);
   std::vector<int64_t> idx = indices.to_vector<int64_t>();
   if (num_classes == -1) {

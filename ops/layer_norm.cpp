@@ -15,6 +15,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/kernels/kernels.h"
 #include "ops/kernels/layer_norm.h"
@@ -228,9 +229,21 @@ struct LayerNormBackward final : Node {
   const char* name() const override { return "LayerNormBackward"; }
 };
 
+namespace {
+
+// fvcore's estimate (fvcore/nn/jit_handles.py, norm_flop_counter): 5 FLOPs per element with an
+// affine weight, 4 without.
+int64_t layer_norm_flops(const Tensor& x, const Tensor& weight) {
+  return x.numel() * (weight.defined() ? 5 : 4);
+}
+
+}  // namespace
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  inspect::OpScope op_scope("layer_norm", {&x, &weight, &bias});
   const int64_t N = check_layer_norm(x, normalized_shape, weight, bias, eps);
+  op_scope.count_flops([&] { return layer_norm_flops(x, weight); });
   const int64_t M = N == 0 ? 0 : x.numel() / N;
   Tensor xc = x.detach().contiguous();
   Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
@@ -255,7 +268,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 Tensor layer_norm_composite(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                             const Tensor& bias, double eps) {
+  inspect::OpScope op_scope("layer_norm_composite", {&x, &weight, &bias});
   check_layer_norm(x, normalized_shape, weight, bias, eps);
+  op_scope.count_flops([&] { return layer_norm_flops(x, weight); });
   const auto dims = trailing_dims(static_cast<int64_t>(normalized_shape.size()));
   Tensor xc = sub(x, mean(x, dims, true));
   Tensor y = mul(xc, pow(add(mean(mul(xc, xc), dims, true), eps), -0.5));

@@ -6,6 +6,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "core/strided_loop.h"
 #include "ops/gemm.h"
@@ -65,6 +66,21 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
 
 }  // namespace
 
+namespace {
+
+// FLOPs of a @ b: 2 M N K for each product of the broadcast batch (a 1-D operand is one row or
+// one column). Shapes as matmul checked them.
+int64_t matmul_flops(const Shape& a, const Shape& b) {
+  const size_t a_mat = std::min<size_t>(a.size(), 2), b_mat = std::min<size_t>(b.size(), 2);
+  const int64_t M = a.size() >= 2 ? a[a.size() - 2] : 1, K = a.back();
+  const int64_t N = b.size() >= 2 ? b.back() : 1;
+  const Shape batch = broadcast_shapes("matmul", Shape(a.begin(), a.end() - a_mat),
+                                       Shape(b.begin(), b.end() - b_mat));
+  return 2 * shape_numel(batch) * M * N * K;
+}
+
+}  // namespace
+
 // ----------------------------------------------------------------------------
 // matmul (both operands at least 2-D)
 //   forward:   y = a @ b                      a (..., M, K), b (..., K, N) -> (batch..., M, N)
@@ -77,6 +93,11 @@ struct MatmulBackward final : Node {
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {needs_input_grad(0) ? matmul_nd(grad, b.get().mT()) : Tensor(),
             needs_input_grad(1) ? matmul_nd(a.get().mT(), grad) : Tensor()};
+  }
+  // Each gradient is one product as large as the forward's.
+  int64_t backward_flops() const override {
+    const int64_t products = int64_t{needs_input_grad(0)} + int64_t{needs_input_grad(1)};
+    return products * matmul_flops(input_shapes[0], input_shapes[1]);
   }
   const char* name() const override { return "MatmulBackward"; }
 };
@@ -92,6 +113,7 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("matmul", {&a, &b});
   if (a.dtype() != b.dtype())
     throw DTypeError(fmt::format("matmul: dtype mismatch, {} {} vs {} {}", dtype_name(a.dtype()),
                                  shape_str(a.shape()), dtype_name(b.dtype()),
@@ -103,6 +125,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (ka != kb)
     throw ShapeError(fmt::format("matmul: shapes {} and {} are not aligned ({} != {})",
                                  shape_str(a.shape()), shape_str(b.shape()), ka, kb));
+  op_scope.count_flops([&] { return matmul_flops(a.shape(), b.shape()); });
   if (a.dim() == 1 && b.dim() == 1) return matmul_nd(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (a.dim() == 1) return matmul_nd(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return matmul_nd(a, b.unsqueeze(1)).squeeze(-1);

@@ -7,8 +7,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/activation.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
@@ -90,6 +93,12 @@ void check_linear(const char* who, const Tensor& x, const Tensor& weight, const 
         bias.defined() ? shape_str(bias.shape()) : "none"));
 }
 
+// 2 M in out: the product's multiply-adds (the bias and the activation are not counted, as in
+// torch.utils.flop_counter).
+int64_t linear_flops(const Tensor& x, const Tensor& weight) {
+  return 2 * (x.numel() / std::max<int64_t>(x.size(-1), 1)) * weight.size(0) * weight.size(1);
+}
+
 // (..., in) -> (..., out): the output shape of x's leading dims and `out` features.
 Shape output_shape(const Tensor& x, int64_t out) {
   Shape y_shape(x.shape().begin(), x.shape().end() - 1);
@@ -100,7 +109,9 @@ Shape output_shape(const Tensor& x, int64_t out) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  inspect::OpScope op_scope("linear", {&x, &weight, &bias});
   check_linear("linear", x, weight, bias);
+  op_scope.count_flops([&] { return linear_flops(x, weight); });
   const int64_t in = weight.size(1), out = weight.size(0);
   const Shape y_shape = output_shape(x, out);
   const int64_t M = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
@@ -216,7 +227,9 @@ struct LinearActivationBackward final : Node {
 
 Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          LinearActivation act) {
+  inspect::OpScope op_scope("linear_activation", {&x, &weight, &bias});
   check_linear("linear_activation", x, weight, bias);
+  op_scope.count_flops([&] { return linear_flops(x, weight); });
   const int64_t in = weight.size(1), out = weight.size(0);
   const Shape y_shape = output_shape(x, out);
   const int64_t M = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
@@ -247,6 +260,7 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
 
 Tensor linear_activation_composite(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                    LinearActivation act) {
+  inspect::OpScope op_scope("linear_activation_composite", {&x, &weight, &bias});
   return apply(act, linear(x, weight, bias));
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/kernel_helpers.h"
@@ -42,6 +43,7 @@ struct MseLossBackward final : Node {
 };
 
 Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+  inspect::OpScope op_scope("mse_loss", {&a, &b});
   check_pair("mse_loss", a, b);
   Tensor ac = a.detach().contiguous(), bc = b.detach().contiguous();
   std::vector<double> per(static_cast<size_t>(a.numel()));
@@ -136,6 +138,7 @@ struct BceWithLogitsBackward final : Node {
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction, const Tensor& pos_weight) {
+  inspect::OpScope op_scope("binary_cross_entropy_with_logits", {&logits, &target, &pos_weight});
   check_bce(logits, target, pos_weight);
   Tensor xc = logits.detach().contiguous(), tc = target.detach().contiguous();
   Tensor pwc =
@@ -169,6 +172,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 // ----------------------------------------------------------------------------
 // Composite twins
 Tensor mse_loss_composite(const Tensor& a, const Tensor& b, Reduction reduction) {
+  inspect::OpScope op_scope("mse_loss_composite", {&a, &b});
   check_pair("mse_loss", a, b);
   Tensor d = sub(a, b);
   return reduce_composite(mul(d, d), reduction, static_cast<double>(a.numel()));
@@ -178,6 +182,8 @@ Tensor mse_loss_composite(const Tensor& a, const Tensor& b, Reduction reduction)
 // -L/2 term that the fused op (through log_sigmoid) gets right; compare them away from 0.
 Tensor binary_cross_entropy_with_logits_composite(const Tensor& logits, const Tensor& target,
                                                   Reduction reduction, const Tensor& pos_weight) {
+  inspect::OpScope op_scope("binary_cross_entropy_with_logits_composite",
+                            {&logits, &target, &pos_weight});
   check_bce(logits, target, pos_weight);
   Tensor sp = add(relu(neg(logits)), log(add(exp(neg(abs(logits))), 1.0)));  // softplus(-x)
   Tensor L = pos_weight.defined() ? add(mul(sub(pos_weight, 1.0), target), 1.0)

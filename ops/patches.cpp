@@ -9,6 +9,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/linalg.h"
@@ -126,6 +127,7 @@ struct UnfoldBackward final : Node {
 };
 
 Tensor unfold(const Tensor& x, Int2 kernel, Int2 stride, Int2 padding) {
+  inspect::OpScope op_scope("unfold", {&x});
   if (x.dim() != 4)
     throw ShapeError(
         fmt::format("unfold: expects a (B, C, H, W) input, got shape {}", shape_str(x.shape())));
@@ -156,6 +158,7 @@ struct FoldBackward final : Node {
 };
 
 Tensor fold(const Tensor& cols, Int2 output_size, Int2 kernel, Int2 stride, Int2 padding) {
+  inspect::OpScope op_scope("fold", {&cols});
   if (cols.dim() != 3)
     throw ShapeError(fmt::format("fold: expects a (B, C*kh*kw, L) input, got shape {}",
                                  shape_str(cols.shape())));
@@ -188,6 +191,7 @@ Tensor fold(const Tensor& cols, Int2 output_size, Int2 kernel, Int2 stride, Int2
 //              W^T @ grad), unfold (grad_x = fold(grad_cols)) and add (grad_bias = sum of grad)
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Int2 stride,
               Int2 padding) {
+  inspect::OpScope op_scope("conv2d", {&x, &weight, &bias});
   if (x.dim() != 4 || weight.dim() != 4 || x.size(1) != weight.size(1))
     throw ShapeError(fmt::format(
         "conv2d: expects x (B, C, H, W) and weight (O, C, kh, kw) with the same C, got {} and {}",
@@ -202,7 +206,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Int2 st
                                  shape_str(bias.shape()), shape_str(weight.shape()), O));
   const Int2 kernel = {weight.size(2), weight.size(3)};
   const Window g = window("conv2d", B, x.size(1), {x.size(2), x.size(3)}, kernel, stride, padding);
-  Tensor cols = unfold(x, kernel, stride, padding);  // (B, C*kh*kw, L)
+  op_scope.count_flops([&] { return 2 * B * O * g.cols() * g.rows(); });  // the product's
+  Tensor cols = unfold(x, kernel, stride, padding);                       // (B, C*kh*kw, L)
   Tensor y = matmul(weight.reshape({O, g.rows()}), cols).view({B, O, g.OH, g.OW});
   return bias.defined() ? add(y, bias.view({O, 1, 1})) : y;
 }
@@ -218,6 +223,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
 //              x.reshape(B, C, GH, p, GW, p).permute(0, 2, 4, 1, 3, 5).reshape(B, N, C*p*p)
 //   backward:  the inverse permutation (from reshape's and permute's backward)
 Tensor patchify(const Tensor& x, int64_t p) {
+  inspect::OpScope op_scope("patchify", {&x});
   if (x.dim() != 4)
     throw ShapeError(
         fmt::format("patchify: expects a (B, C, H, W) input, got shape {}", shape_str(x.shape())));
@@ -233,6 +239,7 @@ Tensor patchify(const Tensor& x, int64_t p) {
 
 // unpatchify: the inverse view chain, (B, N, C*p*p) -> (B, C, H, W)
 Tensor unpatchify(const Tensor& patches, int64_t p, int64_t H, int64_t W) {
+  inspect::OpScope op_scope("unpatchify", {&patches});
   if (p <= 0 || H % p != 0 || W % p != 0 || patches.dim() != 3 ||
       patches.size(1) != (H / p) * (W / p) || patches.size(2) % (p * p) != 0)
     throw ShapeError(fmt::format(

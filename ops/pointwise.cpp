@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/kernel_helpers.h"
@@ -27,6 +28,7 @@ struct SinBackward final : Node {
 };
 
 Tensor sin(const Tensor& x) {
+  inspect::OpScope op_scope("sin", {&x});
   Tensor y = kernels::map_float("sin", x, [](auto v) { return std::sin(v); });
   if (auto node = make_node<SinBackward>({&x})) {
     node->x.save(x);
@@ -48,6 +50,7 @@ struct CosBackward final : Node {
 };
 
 Tensor cos(const Tensor& x) {
+  inspect::OpScope op_scope("cos", {&x});
   Tensor y = kernels::map_float("cos", x, [](auto v) { return std::cos(v); });
   if (auto node = make_node<CosBackward>({&x})) {
     node->x.save(x);
@@ -69,6 +72,7 @@ struct RsqrtBackward final : Node {
 };
 
 Tensor rsqrt(const Tensor& x) {
+  inspect::OpScope op_scope("rsqrt", {&x});
   Tensor y = kernels::map_float("rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
   if (auto node = make_node<RsqrtBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
@@ -90,6 +94,7 @@ struct ReciprocalBackward final : Node {
 };
 
 Tensor reciprocal(const Tensor& x) {
+  inspect::OpScope op_scope("reciprocal", {&x});
   Tensor y = kernels::map_float("reciprocal", x, [](auto v) { return decltype(v)(1) / v; });
   if (auto node = make_node<ReciprocalBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
@@ -111,6 +116,7 @@ struct SquareBackward final : Node {
 };
 
 Tensor square(const Tensor& x) {
+  inspect::OpScope op_scope("square", {&x});
   Tensor y = kernels::map_unary<false>("square", x, [](auto v) { return v * v; });
   if (auto node = make_node<SquareBackward>({&x})) {
     node->x.save(x);
@@ -133,6 +139,7 @@ struct ErfBackward final : Node {
 };
 
 Tensor erf(const Tensor& x) {
+  inspect::OpScope op_scope("erf", {&x});
   Tensor y = kernels::map_float("erf", x, [](auto v) { return std::erf(v); });
   if (auto node = make_node<ErfBackward>({&x})) {
     node->x.save(x);
@@ -166,6 +173,7 @@ void check_integral_bound(const Tensor& x, double bound) {
 }  // namespace
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  inspect::OpScope op_scope("clamp", {&x});
   if (!min && !max)
     throw ValueError(fmt::format("clamp: at least one of min and max must be given (input {})",
                                  shape_str(x.shape())));
@@ -239,6 +247,7 @@ struct ExtremumBackward final : Node {
 };
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("maximum", {&a, &b});
   Tensor y = extremum<true>("maximum", a, b);
   if (auto node = make_node<ExtremumBackward<true>>({&a, &b})) {
     node->a.save(a);
@@ -249,6 +258,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("minimum", {&a, &b});
   Tensor y = extremum<false>("minimum", a, b);
   if (auto node = make_node<ExtremumBackward<false>>({&a, &b})) {
     node->a.save(a);
@@ -323,6 +333,7 @@ Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  inspect::OpScope op_scope("where", {&cond, &a, &b});
   Tensor y = where_kernel(cond, a, b);
   if (auto node = make_node<WhereBackward>({&a, &b})) {
     node->cond.save(cond);
@@ -351,6 +362,7 @@ struct MaskedFillBackward final : Node {
 };
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  inspect::OpScope op_scope("masked_fill", {&x, &mask});
   check_mask("masked_fill", "mask", mask);
   if (broadcast_shapes("masked_fill", x.shape(), mask.shape()) != x.shape())
     throw ShapeError(fmt::format("masked_fill: mask of shape {} does not broadcast to input {}",

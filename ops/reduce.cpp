@@ -5,6 +5,7 @@
 #include "core/autograd.h"
 #include "core/broadcast.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 
 namespace nabla {
@@ -50,6 +51,7 @@ struct SumBackward final : Node {
 };
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  inspect::OpScope op_scope("sum", {&x});
   Shape kd = reduced_keepdim_shape("sum", x.shape(), dims);
   Tensor y = sum_to_kernel(x, kd);
   if (!keepdim) {
@@ -66,6 +68,7 @@ Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 // ----------------------------------------------------------------------------
 // mean: sum / count (composite; its backward comes from sum's and div's)
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  inspect::OpScope op_scope("mean", {&x});
   if (!is_floating(x.dtype()))
     throw DTypeError(fmt::format("mean: expects a floating tensor, got {}", dtype_name(x.dtype())));
   Shape kd = reduced_keepdim_shape("mean", x.shape(), dims);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
@@ -176,23 +177,33 @@ Tensor extreme_all(const char* op, const Tensor& x) {
   return y;
 }
 
-Tensor max(const Tensor& x) { return extreme_all<true>("max", x); }
-Tensor min(const Tensor& x) { return extreme_all<false>("min", x); }
+Tensor max(const Tensor& x) {
+  inspect::OpScope op_scope("max", {&x});
+  return extreme_all<true>("max", x);
+}
+Tensor min(const Tensor& x) {
+  inspect::OpScope op_scope("min", {&x});
+  return extreme_all<false>("min", x);
+}
 
 // ----------------------------------------------------------------------------
 // argmax / argmin: int64 positions, no gradient
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  inspect::OpScope op_scope("argmax", {&x});
   return extreme_along<true>("argmax", x, dim, keepdim).indices;
 }
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  inspect::OpScope op_scope("argmin", {&x});
   return extreme_along<false>("argmin", x, dim, keepdim).indices;
 }
 Tensor argmax(const Tensor& x) {
+  inspect::OpScope op_scope("argmax", {&x});
   Tensor y = empty({}, kInt64);
   *y.data_ptr<int64_t>() = extreme_flat_index<true>("argmax", x);
   return y;
 }
 Tensor argmin(const Tensor& x) {
+  inspect::OpScope op_scope("argmin", {&x});
   Tensor y = empty({}, kInt64);
   *y.data_ptr<int64_t>() = extreme_flat_index<false>("argmin", x);
   return y;
@@ -250,6 +261,7 @@ struct ReverseCumsumBackward final : Node {
 };
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  inspect::OpScope op_scope("cumsum", {&x});
   Tensor y = scan_kernel("cumsum", x, dim, /*reverse=*/false);
   if (auto node = make_node<CumsumBackward>({&x}, dim)) set_history(y, node);
   return y;

@@ -9,6 +9,7 @@
 #include "core/autograd.h"
 #include "core/copy.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/indexing.h"
 
@@ -64,6 +65,7 @@ struct CatBackward final : Node {
 };
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  inspect::OpScope op_scope("cat", tensors);
   check_defined("cat", tensors);
   // A 1-D tensor with no elements is skipped (as in PyTorch): handy to start an accumulation.
   auto is_empty_1d = [](const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
@@ -109,6 +111,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 // ----------------------------------------------------------------------------
 // stack: cat of the inputs unsqueezed at dim (composite; backward from cat and unsqueeze)
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  inspect::OpScope op_scope("stack", tensors);
   check_defined("stack", tensors);
   for (size_t i = 1; i < tensors.size(); ++i)
     if (tensors[i].shape() != tensors[0].shape())
@@ -124,6 +127,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 // ----------------------------------------------------------------------------
 // split / chunk: views made with narrow (whose backward embeds the gradient back)
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  inspect::OpScope op_scope("split", {&x});
   if (x.dim() == 0) throw ShapeError("split: cannot split a 0-d tensor (shape ())");
   const int64_t d = normalize_dim("split", dim, x.dim());
   const int64_t n = x.size(d);
@@ -138,6 +142,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  inspect::OpScope op_scope("split", {&x});
   if (x.dim() == 0) throw ShapeError("split: cannot split a 0-d tensor (shape ())");
   const int64_t d = normalize_dim("split", dim, x.dim());
   int64_t total = 0;
@@ -159,6 +164,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  inspect::OpScope op_scope("chunk", {&x});
   if (chunks <= 0) throw ValueError(fmt::format("chunk: chunks must be positive, got {}", chunks));
   if (x.dim() == 0) throw ShapeError("chunk: cannot chunk a 0-d tensor (shape ())");
   const int64_t d = normalize_dim("chunk", dim, x.dim());
@@ -174,6 +180,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 //   composite: x seen as (1, s0, 1, s1, ...), expanded to (r0, s0, r1, s1, ...), copied, viewed
 //              as (r0*s0, r1*s1, ...); the expand's backward is exactly that sum.
 Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
+  inspect::OpScope op_scope("repeat", {&x});
   if (static_cast<int64_t>(repeats.size()) < x.dim())
     throw ShapeError(
         fmt::format("repeat: {} repeats {} given for a tensor of shape {}; need at "
@@ -210,6 +217,7 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
 //   backward:  grad_x = grad.unflatten(dim, (s, r)).sum(dim + 1)
 //   composite: x.unsqueeze(dim + 1) expanded to (..., s, r, ...), copied, flattened
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  inspect::OpScope op_scope("repeat_interleave", {&x});
   if (repeats < 0)
     throw ValueError(fmt::format("repeat_interleave: repeats must be >= 0, got {}", repeats));
   if (!dim || x.dim() == 0) {
@@ -227,6 +235,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
 //   forward:   y = index_select(x, dim, idx), idx = (0 repeated r[0] times, 1 r[1] times, ...)
 //   backward:  index_select's: grad scatter-added back into x's shape
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
+  inspect::OpScope op_scope("repeat_interleave", {&x, &repeats});
   if (repeats.dtype() != kInt64)
     throw DTypeError(fmt::format("repeat_interleave: repeats must be int64, got {}",
                                  dtype_name(repeats.dtype())));
@@ -272,6 +281,7 @@ struct PadBackward final : Node {
 };
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
+  inspect::OpScope op_scope("pad", {&x});
   const int64_t nd = x.dim();
   if (pads.size() % 2 != 0 || static_cast<int64_t>(pads.size()) > 2 * nd)
     throw ShapeError(
@@ -349,7 +359,13 @@ static Tensor tri(const char* op, const Tensor& x, int64_t k, bool lower) {
   return y;
 }
 
-Tensor tril(const Tensor& x, int64_t diagonal) { return tri("tril", x, diagonal, true); }
-Tensor triu(const Tensor& x, int64_t diagonal) { return tri("triu", x, diagonal, false); }
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  inspect::OpScope op_scope("tril", {&x});
+  return tri("tril", x, diagonal, true);
+}
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  inspect::OpScope op_scope("triu", {&x});
+  return tri("triu", x, diagonal, false);
+}
 
 }  // namespace nabla

@@ -17,6 +17,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/kernels/kernels.h"
@@ -104,6 +105,7 @@ struct SoftmaxBackward final : Node {
 };
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  inspect::OpScope op_scope("softmax", {&x});
   dim = normalize_dim("softmax", dim, x.dim());
   Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
   const RowLayout l = kernels::row_layout(x.shape(), dim);
@@ -186,6 +188,7 @@ struct LogSoftmaxBackward final : Node {
 };
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  inspect::OpScope op_scope("log_softmax", {&x});
   dim = normalize_dim("log_softmax", dim, x.dim());
   Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
   const RowLayout l = kernels::row_layout(x.shape(), dim);
@@ -277,6 +280,7 @@ struct MaskedSoftmaxBackward final : Node {
 };
 
 Tensor masked_softmax(const Tensor& x, const Tensor& mask, MaskKind kind) {
+  inspect::OpScope op_scope("masked_softmax", {&x, &mask});
   check_mask(x, mask, kind);
   auto [z, keep] = masked_logits(x, mask, kind);
   Tensor y = empty(x.shape(), x.dtype());
@@ -293,6 +297,7 @@ Tensor masked_softmax(const Tensor& x, const Tensor& mask, MaskKind kind) {
 }
 
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
+  inspect::OpScope op_scope("masked_softmax", {&x, &valid_lens});
   if (valid_lens.dtype() != kInt64)
     throw DTypeError(fmt::format("masked_softmax: valid_lens must be int64, got {} {}",
                                  dtype_name(valid_lens.dtype()), shape_str(valid_lens.shape())));
@@ -350,12 +355,14 @@ Tensor row_max_detached(const Tensor& x_in, int64_t dim) {
 
 }  // namespace
 Tensor softmax_composite(const Tensor& x, int64_t dim) {
+  inspect::OpScope op_scope("softmax_composite", {&x});
   dim = normalize_dim("softmax", dim, x.dim());
   Tensor e = exp(sub(x, row_max_detached(x, dim)));
   return div(e, sum(e, {dim}, true));
 }
 
 Tensor log_softmax_composite(const Tensor& x, int64_t dim) {
+  inspect::OpScope op_scope("log_softmax_composite", {&x});
   dim = normalize_dim("log_softmax", dim, x.dim());
   Tensor z = sub(x, row_max_detached(x, dim));
   return sub(z, log(sum(exp(z), {dim}, true)));
@@ -365,6 +372,7 @@ Tensor log_softmax_composite(const Tensor& x, int64_t dim) {
 // the row max over live positions there, and z itself (finite) or 0 at dead positions so exp
 // stays finite. NOTE: assumes finite logits at masked positions of a Bool mask.
 Tensor masked_softmax_composite(const Tensor& x, const Tensor& mask, MaskKind kind) {
+  inspect::OpScope op_scope("masked_softmax_composite", {&x, &mask});
   check_mask(x, mask, kind);
   Tensor z = kind == MaskKind::Additive ? add(x, mask) : x;
   auto [zd, keep] = masked_logits(x, mask, kind);

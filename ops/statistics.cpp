@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "core/strided_loop.h"
 #include "ops/arithmetic.h"
@@ -84,6 +85,7 @@ struct VarBackward final : Node {
 };
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  inspect::OpScope op_scope("var", {&x});
   kernels::Rows r = kernels::rows("var", x, dims, keepdim);
   const double correction = unbiased ? 1.0 : 0.0;
   Tensor y = var_kernel("var", r, x.dtype(), correction, /*take_sqrt=*/false);
@@ -118,6 +120,7 @@ struct StdBackward final : Node {
 };
 
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  inspect::OpScope op_scope("std", {&x});
   kernels::Rows r = kernels::rows("std", x, dims, keepdim);
   const double correction = unbiased ? 1.0 : 0.0;
   Tensor y = var_kernel("std", r, x.dtype(), correction, /*take_sqrt=*/true);
@@ -149,6 +152,7 @@ struct LogsumexpBackward final : Node {
 };
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  inspect::OpScope op_scope("logsumexp", {&x});
   kernels::Rows r = kernels::rows("logsumexp", x, dims, keepdim);
   Tensor y = reduce_rows("logsumexp", r, x.dtype(), [](const auto* p, int64_t n) {
     double m = -std::numeric_limits<double>::infinity();
@@ -228,6 +232,7 @@ struct NormInfBackward final : Node {
 };
 
 Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  inspect::OpScope op_scope("norm", {&x});
   const bool inf = std::isinf(p) && p > 0;
   if (p != 2.0 && !inf)
     throw ValueError(fmt::format("norm: p = {} is not supported (p = 2 or inf), input {}", p,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/kernel_helpers.h"
@@ -21,6 +22,7 @@ struct ExpBackward final : Node {
 };
 
 Tensor exp(const Tensor& x) {
+  inspect::OpScope op_scope("exp", {&x});
   Tensor y = kernels::map_float("exp", x, [](auto v) { return std::exp(v); });
   if (auto node = make_node<ExpBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
@@ -40,6 +42,7 @@ struct LogBackward final : Node {
 };
 
 Tensor log(const Tensor& x) {
+  inspect::OpScope op_scope("log", {&x});
   Tensor y = kernels::map_float("log", x, [](auto v) { return std::log(v); });
   if (auto node = make_node<LogBackward>({&x})) {
     node->x.save(x);
@@ -61,6 +64,7 @@ struct SqrtBackward final : Node {
 };
 
 Tensor sqrt(const Tensor& x) {
+  inspect::OpScope op_scope("sqrt", {&x});
   Tensor y = kernels::map_float("sqrt", x, [](auto v) { return std::sqrt(v); });
   if (auto node = make_node<SqrtBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
@@ -79,6 +83,7 @@ struct SignBackward final : Node {
 };
 
 Tensor sign(const Tensor& x) {
+  inspect::OpScope op_scope("sign", {&x});
   Tensor y = kernels::map_unary<false>("sign", x, [](auto v) {
     using T = decltype(v);
     return static_cast<T>((T(0) < v) - (v < T(0)));
@@ -98,6 +103,7 @@ struct AbsBackward final : Node {
 };
 
 Tensor abs(const Tensor& x) {
+  inspect::OpScope op_scope("abs", {&x});
   Tensor y = kernels::map_unary<false>("abs", x, [](auto v) { return v < 0 ? -v : v; });
   if (auto node = make_node<AbsBackward>({&x})) {
     node->x.save(x);
@@ -120,6 +126,7 @@ struct TanhBackward final : Node {
 };
 
 Tensor tanh(const Tensor& x) {
+  inspect::OpScope op_scope("tanh", {&x});
   Tensor y = kernels::map_float("tanh", x, [](auto v) { return std::tanh(v); });
   if (auto node = make_node<TanhBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
@@ -142,6 +149,7 @@ struct SigmoidBackward final : Node {
 };
 
 Tensor sigmoid(const Tensor& x) {
+  inspect::OpScope op_scope("sigmoid", {&x});
   Tensor y = kernels::map_float("sigmoid", x, [](auto v) {
     using T = decltype(v);
     if (v >= 0) return T(1) / (T(1) + std::exp(-v));
@@ -169,6 +177,7 @@ struct ReluBackward final : Node {
 };
 
 Tensor relu(const Tensor& x) {
+  inspect::OpScope op_scope("relu", {&x});
   Tensor y =
       kernels::map_unary<false>("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
   if (auto node = make_node<ReluBackward>({&x})) {

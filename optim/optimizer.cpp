@@ -9,6 +9,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/inspect/instrument.h"
 
 namespace nabla::optim {
 
@@ -89,6 +90,7 @@ const ParamState& Optimizer::state(size_t i) const {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  inspect::OpScope op_scope("optimizer.step", {});  // one event around the whole update
   // Validate every gradient before touching any parameter.
   size_t index = 0;
   for (const ParamGroup& group : groups_)
