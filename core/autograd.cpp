@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "core/inspect/instrument.h"
+#include "core/live_objects.h"
 #include "core/strided_loop.h"
 
 namespace nabla {
@@ -25,9 +26,12 @@ void AnomalyMode::set_enabled(bool on) { anomaly_enabled.store(on); }
 // ----------------------------------------------------------------------------
 // Node
 
-Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+  detail::live_nodes.add(1);
+}
 
 Node::~Node() {
+  detail::live_nodes.add(-1);
   // Destroying the last handle of a long graph would recurse once per node (a 200k-op chain
   // overflows the stack). Instead the outermost destructor drains a worklist of children.
   thread_local std::vector<std::shared_ptr<Node>> pending;
