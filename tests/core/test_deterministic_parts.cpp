@@ -107,3 +107,34 @@ TEST_CASE("gemm: deterministic mode gives bitwise the same product on 1, 2 and 3
   CHECK(results[1] == results[0]);
   CHECK(results[2] == results[0]);
 }
+
+TEST_CASE("Checkpoint: saved in deterministic mode, another thread count resumes without warning",
+          "[core][io]") {
+  const int prev = num_threads();
+  const bool prev_det = deterministic();
+  io::Checkpoint ck;
+  ck.put_section("model", {{"w", ones({2})}});
+  set_deterministic(true);
+  set_num_threads(1);
+  const std::string det_bytes = ck.serialize();
+  set_deterministic(false);
+  const std::string plain_bytes = ck.serialize();
+  CHECK(det_bytes.find("\"nabla.deterministic\":\"1\"") != std::string::npos);
+  CHECK(plain_bytes.find("nabla.deterministic") == std::string::npos);
+
+  set_num_threads(2);
+  set_deterministic(true);
+  CHECK(io::Checkpoint::parse(det_bytes, "det.st").warnings().empty());
+  const auto plain_in_det = io::Checkpoint::parse(plain_bytes, "plain.st").warnings();
+  REQUIRE(plain_in_det.size() == 2);  // the mode and the thread count
+  CHECK_THAT(plain_in_det[0], Catch::Contains("plain.st") &&
+                                  Catch::Contains("saved outside deterministic mode") &&
+                                  Catch::Contains("not bit for bit"));
+  set_deterministic(false);
+  const auto det_outside = io::Checkpoint::parse(det_bytes, "det.st").warnings();
+  REQUIRE(det_outside.size() == 2);
+  CHECK_THAT(det_outside[0], Catch::Contains("saved in deterministic mode, this process runs "
+                                             "outside it"));
+  set_num_threads(prev);
+  set_deterministic(prev_det);
+}
