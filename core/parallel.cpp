@@ -75,8 +75,7 @@ std::string runtime_info() {
       num_threads(), active_threads(), adaptive_threads() ? "adaptive" : "fixed",
       cpu_load::describe(),
       deterministic() ? fmt::format(", deterministic ({} parts)", kDeterministicParts) : "",
-      openblas_get_config(), parallel, openblas_get_corename(),
-      openblas_get_num_threads());
+      openblas_get_config(), parallel, openblas_get_corename(), openblas_get_num_threads());
 }
 
 }  // namespace nabla

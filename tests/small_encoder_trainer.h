@@ -28,8 +28,8 @@ class SmallEncoderModel : public nn::Module {
     layer.dim_feedforward = o.ffn;
     layer.dropout = o.dropout;
     layer.batch_first = true;
-    encoder_ = register_module("encoder",
-                               std::make_shared<nn::TransformerEncoder>(layer, o.layers, true));
+    encoder_ =
+        register_module("encoder", std::make_shared<nn::TransformerEncoder>(layer, o.layers, true));
     head_ = register_module("head", std::make_shared<nn::Linear>(o.d_model, o.classes));
   }
   // tokens (B, T) int64 -> logits (B, classes)
@@ -49,8 +49,8 @@ class SmallEncoderTrainer {
   explicit SmallEncoderTrainer(SmallEncoderOptions o) : o_(std::move(o)) {
     manual_seed(o_.seed);  // initial weights and dropout masks
     model_ = std::make_shared<SmallEncoderModel>(o_);
-    optimizer_ = std::make_unique<optim::AdamW>(model_->parameters(),
-                                                optim::AdamWOptions{.lr = 3e-3});
+    optimizer_ =
+        std::make_unique<optim::AdamW>(model_->parameters(), optim::AdamWOptions{.lr = 3e-3});
   }
 
   // One step on batch `s`: forward, loss, zero_grad, backward, clip, AdamW step. Returns the

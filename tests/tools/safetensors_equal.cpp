@@ -20,8 +20,8 @@ int compare(const std::string& path_a, const std::string& path_b) {
   const nabla::io::SafetensorsFile a = nabla::io::load_safetensors(path_a);
   const nabla::io::SafetensorsFile b = nabla::io::load_safetensors(path_b);
   if (a.tensors.size() != b.tensors.size()) {
-    fmt::print("tensors differ: {} in {}, {} in {}\n", a.tensors.size(), path_a,
-               b.tensors.size(), path_b);
+    fmt::print("tensors differ: {} in {}, {} in {}\n", a.tensors.size(), path_a, b.tensors.size(),
+               path_b);
     return 1;
   }
   for (size_t i = 0; i < a.tensors.size(); ++i) {
