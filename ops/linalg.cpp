@@ -73,7 +73,7 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
 static Tensor matmul_nd(const Tensor& a, const Tensor& b);
 
 struct MatmulBackward final : Node {
-  SavedTensor a{this}, b{this};
+  SavedTensor a{this, "a"}, b{this, "b"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {needs_input_grad(0) ? matmul_nd(grad, b.get().mT()) : Tensor(),
             needs_input_grad(1) ? matmul_nd(a.get().mT(), grad) : Tensor()};

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-openmp-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
-  libcli11-dev libstb-dev clang-format
+  libcli11-dev libstb-dev clang-format libgraphviz-dev
   dataset-fashion-mnist
   fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-br fortunes-cs fortunes-pl
   fortunes-ru
