@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <unordered_set>
 
 #include "core/autograd.h"
@@ -48,8 +49,22 @@ std::vector<std::shared_ptr<Node>> reachable_nodes(const char* caller,
         stack.push_back(e.fn.get());
       }
   }
+  // Creation order, except that a leaf's accumulator (made lazily, just after the node that first
+  // reads it) goes right before that node: inputs are listed before what uses them.
+  std::unordered_map<const Node*, uint64_t> first_reader;
+  for (const auto& n : found)
+    for (const Edge& e : n->next)
+      if (e.fn && dynamic_cast<const AccumulateGrad*>(e.fn.get())) {
+        auto [it, added] = first_reader.try_emplace(e.fn.get(), n->sequence_nr());
+        if (!added) it->second = std::min(it->second, n->sequence_nr());
+      }
+  auto key = [&](const Node* n) {
+    auto it = first_reader.find(n);
+    return it == first_reader.end() ? std::make_tuple(n->sequence_nr(), 1, n->sequence_nr())
+                                    : std::make_tuple(it->second, 0, n->sequence_nr());
+  };
   std::sort(found.begin(), found.end(),
-            [](const auto& a, const auto& b) { return a->sequence_nr() < b->sequence_nr(); });
+            [&](const auto& a, const auto& b) { return key(a.get()) < key(b.get()); });
   return found;
 }
 
@@ -138,6 +153,9 @@ Graph export_graph(const std::vector<Tensor>& outputs, const GraphOptions& optio
       out.dtype = acc->leaf()->dtype;
       if (auto it = leaf_names.find(acc->leaf().get()); it != leaf_names.end())
         out.leaf_name = it->second;
+      else
+        out.scope = nullptr;  // an input from outside: its accumulator's scope is only where
+                              // it happened to be read first
     } else {
       out.op = n.forward_op();
     }

@@ -36,7 +36,9 @@ struct GraphNode {
   bool shape_known = false;  // the output's shape and dtype (the leaf's for AccumulateGrad)
   Shape shape;
   DType dtype = kFloat32;
-  std::shared_ptr<const ModuleScope> scope;  // the module whose forward recorded it (or null)
+  // The module whose forward recorded it (or null). A named leaf keeps the scope of its first
+  // use (its module, for a parameter); an unnamed leaf (an input) has none.
+  std::shared_ptr<const ModuleScope> scope;
   std::vector<SavedTensorInfo> saved;
   std::optional<double> grad_norm;  // |gradient of this node's output| seen by a GradientProbe
 };
