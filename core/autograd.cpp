@@ -27,8 +27,7 @@ void on_non_finite_gradient(const Node& node, size_t input, const Tensor& grad) 
   if (inspect::recording_non_finite()) inspect::detail::note_non_finite(node, input, grad);
   if (!AnomalyMode::enabled()) return;
   std::string scope;
-  if (node.module_scope)
-    scope = fmt::format(", module '{}'", node.module_scope->display());
+  if (node.module_scope) scope = fmt::format(", module '{}'", node.module_scope->display());
   throw AutogradError(fmt::format(
       "anomaly: {} (forward op '{}'{}, sequence #{}) produced a non-finite gradient for its "
       "input {} of shape {}",

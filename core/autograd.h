@@ -3,7 +3,8 @@
 //
 // Rules every op follows:
 //   - a node has exactly one output (the op's result) and one edge per input;
-//   - it saves only what its formula needs, as SavedTensor fields declared `SavedTensor x{this, "x"};`;
+//   - it saves only what its formula needs, as SavedTensor fields declared `SavedTensor x{this,
+//   "x"};`;
 //   - backward returns one gradient per input, in the *output's* broadcast shape if it likes:
 //     the engine sums it down to the input's shape (broadcasting is undone once, there).
 #pragma once

@@ -156,8 +156,7 @@ Tensor run_pre_hooks(const Node& node, Tensor grad) {
 // of its input's buffer (Node::backward_into), instead of returning a zero-filled full-size
 // tensor to be summed. Returns false when the shortcut does not apply.
 bool try_backward_into(Graph& graph, Node& node, const Tensor& grad, const Options& options) {
-  if (options.create_graph || anomaly_checks_enabled() || node.next.size() != 1 ||
-      !node.next[0].fn)
+  if (options.create_graph || anomaly_checks_enabled() || node.next.size() != 1 || !node.next[0].fn)
     return false;
   NodeTask& input = graph.at(node.next[0].fn.get());
   if (!input.receives || !input.grad.defined() || !input.grad.is_contiguous() ||

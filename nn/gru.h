@@ -41,7 +41,9 @@ class GRU : public Module {
   // x (T, B, input_size) (or (B, T, input_size) if batch_first, or unbatched (T, input_size));
   // h0 (num_layers, B, H) or (num_layers, H) unbatched, zeros if undefined.
   Output forward(const Tensor& x, const Tensor& h0 = Tensor()) const;
-  Output operator()(const Tensor& x, const Tensor& h0 = Tensor()) const { return call(&GRU::forward, x, h0); }
+  Output operator()(const Tensor& x, const Tensor& h0 = Tensor()) const {
+    return call(&GRU::forward, x, h0);
+  }
 
   // Re-draws every parameter from U(-1/sqrt(H), 1/sqrt(H)).
   void reset_parameters(Generator& gen = default_generator());

@@ -2,8 +2,8 @@
 #include "nn/inspect.h"
 
 #include <map>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 
 namespace nabla::nn {
 
@@ -52,7 +52,8 @@ inspect::Graph export_graph(const std::vector<Tensor>& outputs, const Module& mo
   return inspect::export_graph(outputs, options);
 }
 
-GradientMonitor::GradientMonitor(const Module& model) : model_(model), scopes_(std::in_place, model) {}
+GradientMonitor::GradientMonitor(const Module& model)
+    : model_(model), scopes_(std::in_place, model) {}
 
 void GradientMonitor::stop() {
   recorder_.stop();

@@ -41,10 +41,10 @@ class Module;
 // complete, or, when no input requires grad, once those of the outputs are.
 using HookResult = std::optional<std::vector<Tensor>>;
 using ForwardPreHook = std::function<HookResult(const Module&, const std::vector<Tensor>&)>;
-using ForwardHook =
-    std::function<HookResult(const Module&, const std::vector<Tensor>&, const std::vector<Tensor>&)>;
-using FullBackwardHook =
-    std::function<HookResult(const Module&, const std::vector<Tensor>&, const std::vector<Tensor>&)>;
+using ForwardHook = std::function<HookResult(const Module&, const std::vector<Tensor>&,
+                                             const std::vector<Tensor>&)>;
+using FullBackwardHook = std::function<HookResult(const Module&, const std::vector<Tensor>&,
+                                                  const std::vector<Tensor>&)>;
 
 namespace detail {
 struct HookTable;
@@ -218,11 +218,11 @@ class Module {
   }
   template <class F>
   HookHandle register_full_backward_hook(F hook) {
-    return add_full_backward_hook([h = std::move(hook)](const Module& m,
-                                                        const std::vector<Tensor>& grad_in,
-                                                        const std::vector<Tensor>& grad_out) mutable {
-      return detail::hook_result([&] { return h(m, grad_in, grad_out); });
-    });
+    return add_full_backward_hook(
+        [h = std::move(hook)](const Module& m, const std::vector<Tensor>& grad_in,
+                              const std::vector<Tensor>& grad_out) mutable {
+          return detail::hook_result([&] { return h(m, grad_in, grad_out); });
+        });
   }
 
  protected:

@@ -42,9 +42,9 @@ struct HookTable {
   }
   void remove(uint64_t id) {
     auto drop = [id](auto& list) {
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [id](const auto& e) { return e.first == id; }),
-                 list.end());
+      list.erase(
+          std::remove_if(list.begin(), list.end(), [id](const auto& e) { return e.first == id; }),
+          list.end());
     };
     drop(pre);
     drop(forward);
@@ -71,9 +71,9 @@ struct BackwardHookState {
       HookResult r = hook(*module, grad_input, grad_output);
       if (!r) continue;
       if (r->size() != grad_input.size())
-        throw AutogradError(fmt::format(
-            "{} full backward hook: returned {} gradients for {} inputs", module->name(),
-            r->size(), grad_input.size()));
+        throw AutogradError(
+            fmt::format("{} full backward hook: returned {} gradients for {} inputs",
+                        module->name(), r->size(), grad_input.size()));
       for (size_t i = 0; i < r->size(); ++i)
         if ((*r)[i].defined() && (*r)[i].shape() != inputs[i].shape())
           throw AutogradError(fmt::format(

@@ -166,7 +166,7 @@ EncoderDecoder::Decoded EncoderDecoder::greedy_decode(const Tensor& src, int64_t
   Tensor dec_x = from_vector<int64_t>({bos}, {1, 1});
   for (int64_t step = 0; step < max_len; ++step) {
     Tensor logits = (*decoder_)(dec_x, state);  // (1, 1, V)
-    dec_x = argmax(logits, 2);                        // (1, 1)
+    dec_x = argmax(logits, 2);                  // (1, 1)
     const auto token = dec_x.item<int64_t>();
     rows.push_back(decoder_->attention_weights().reshape({1, -1}));  // (1, S)
     if (token == eos) break;

@@ -50,7 +50,9 @@ class AttentionDecoder : public Module {
   // X (B, T) int64 tokens (teacher forcing, or one step at a time) -> logits (B, T, vocab);
   // advances state.hidden.
   Tensor forward(const Tensor& X, DecoderState& state);
-  Tensor operator()(const Tensor& X, DecoderState& state) { return call(&AttentionDecoder::forward, X, state); }
+  Tensor operator()(const Tensor& X, DecoderState& state) {
+    return call(&AttentionDecoder::forward, X, state);
+  }
   // (B, T, S): the attention weights of every step of the last forward, detached.
   Tensor attention_weights() const;
 

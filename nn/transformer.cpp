@@ -175,8 +175,8 @@ D2lTransformerEncoder::D2lTransformerEncoder(int64_t vocab_size, int64_t num_hid
 
 Tensor D2lTransformerEncoder::forward(const Tensor& tokens, const Tensor& valid_lens) const {
   // The embedding is scaled up by sqrt(d) so it is not drowned by the positions in [-1, 1].
-  Tensor x = (*pos_encoding_)(
-      mul((*embedding_)(tokens), std::sqrt(static_cast<double>(num_hiddens_))));
+  Tensor x =
+      (*pos_encoding_)(mul((*embedding_)(tokens), std::sqrt(static_cast<double>(num_hiddens_))));
   for (size_t i = 0; i < blks_->size(); ++i) x = (*block(i))(x, valid_lens);
   return x;
 }

@@ -43,7 +43,9 @@ class AddNorm : public Module {
   AddNorm(Shape normalized_shape, double dropout);
   AddNorm(int64_t size, double dropout) : AddNorm(Shape{size}, dropout) {}
   Tensor forward(const Tensor& x, const Tensor& y) const;
-  Tensor operator()(const Tensor& x, const Tensor& y) const { return call(&AddNorm::forward, x, y); }
+  Tensor operator()(const Tensor& x, const Tensor& y) const {
+    return call(&AddNorm::forward, x, y);
+  }
 
  private:
   std::shared_ptr<Dropout> dropout_;

@@ -34,7 +34,9 @@ class PatchProjection : public Module {
   PatchProjection(int64_t in_channels, int64_t dim, int64_t patch);
   // patches (B, N, C*p*p) -> (B, N, dim): one GEMM with the weight viewed as (dim, C*p*p).
   Tensor forward(const Tensor& patches) const;
-  Tensor operator()(const Tensor& patches) const { return call(&PatchProjection::forward, patches); }
+  Tensor operator()(const Tensor& patches) const {
+    return call(&PatchProjection::forward, patches);
+  }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
 

@@ -254,7 +254,8 @@ Tensor dropout_multipliers(const Shape& shape, DType dt, const Problem& pr) {
 // SdpaBackward: the tuned or the reference backward kernel; under create_graph, the same formulas
 // written with ops (differentiable, but O(L * S) memory).
 struct SdpaBackward final : Node {
-  SavedTensor q{this, "q"}, k{this, "k"}, v{this, "v"}, out{this, "out"}, lse{this, "lse"}, mask{this, "mask"};
+  SavedTensor q{this, "q"}, k{this, "k"}, v{this, "v"}, out{this, "out"}, lse{this, "lse"},
+      mask{this, "mask"};
   Problem pr;
   explicit SdpaBackward(const Problem& p) : pr(p) {}
 

@@ -176,7 +176,8 @@ Tensor apply(LinearActivation act, const Tensor& z) {
 }  // namespace
 
 struct LinearActivationBackward final : Node {
-  SavedTensor x{this, "x"}, weight{this, "weight"}, bias{this, "bias"}, saved{this, "saved"};  // saved: z (GELU) or y (ReLU)
+  SavedTensor x{this, "x"}, weight{this, "weight"}, bias{this, "bias"},
+      saved{this, "saved"};  // saved: z (GELU) or y (ReLU)
   LinearActivation act;
   explicit LinearActivationBackward(LinearActivation a) : act(a) {}
   std::vector<Tensor> backward(const Tensor& grad) override {

@@ -60,9 +60,12 @@ void collect_leaves(Node* root, std::vector<const TensorImpl*>& out) {
 
 const char* cut_kind_name(CutKind kind) {
   switch (kind) {
-    case CutKind::Detach: return "detach";
-    case CutKind::NoGrad: return "no-grad mode";
-    case CutKind::NonDifferentiable: return "non-differentiable op";
+    case CutKind::Detach:
+      return "detach";
+    case CutKind::NoGrad:
+      return "no-grad mode";
+    case CutKind::NonDifferentiable:
+      return "non-differentiable op";
   }
   return "?";
 }
@@ -78,7 +81,8 @@ std::string NoGradientReason::describe() const {
   switch (kind) {
     case Kind::Cut:
       switch (cut) {
-        case CutKind::Detach: return fmt::format("its path was cut by detach(){}", where);
+        case CutKind::Detach:
+          return fmt::format("its path was cut by detach(){}", where);
         case CutKind::NoGrad:
           return fmt::format("its path was cut by '{}'{}, which ran in no-grad mode (NoGradGuard)",
                              op, where);
@@ -88,8 +92,10 @@ std::string NoGradientReason::describe() const {
       break;
     case Kind::NotReached:
       return fmt::format("'{}'{} read it, but no path from there reached the outputs", op, where);
-    case Kind::Frozen: return "it does not require grad (frozen)";
-    case Kind::NeverUsed: break;
+    case Kind::Frozen:
+      return "it does not require grad (frozen)";
+    case Kind::NeverUsed:
+      break;
   }
   return "no recorded op read it: the forward never used it";
 }
@@ -113,8 +119,8 @@ void CutRecorder::stop() {
 
 void CutRecorder::add_cut(CutKind kind, std::string op, const std::type_info* node_type,
                           const Tensor& input) {
-  Cut cut{kind, std::move(op), node_type, current_module_scope(), input.grad_fn(), nullptr,
-          next_order_++};
+  Cut cut{kind,    std::move(op), node_type, current_module_scope(), input.grad_fn(),
+          nullptr, next_order_++};
   if (!cut.source_fn) cut.source_leaf = input.impl_ptr();
   if (kind != CutKind::NoGrad) {
     // An op that detaches its input to read it and is itself not differentiable (argmax) is

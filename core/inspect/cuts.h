@@ -104,10 +104,10 @@ class CutRecorder {
 
   struct Cut {
     CutKind kind;
-    std::string op;                      // empty: from node_type
-    const std::type_info* node_type;     // no-grad cuts: the node that was not recorded
+    std::string op;                   // empty: from node_type
+    const std::type_info* node_type;  // no-grad cuts: the node that was not recorded
     std::shared_ptr<const ModuleScope> scope;
-    std::shared_ptr<Node> source_fn;     // the cut input's grad_fn, or
+    std::shared_ptr<Node> source_fn;          // the cut input's grad_fn, or
     std::shared_ptr<TensorImpl> source_leaf;  // the cut input itself when it is a leaf
     uint64_t order;
   };

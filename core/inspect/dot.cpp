@@ -28,7 +28,9 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-std::string norm_str(double v) { return std::isfinite(v) ? fmt::format("{:.4g}", v) : "non-finite"; }
+std::string norm_str(double v) {
+  return std::isfinite(v) ? fmt::format("{:.4g}", v) : "non-finite";
+}
 
 std::string node_label(const GraphNode& n, const DotOptions& options, bool with_grad) {
   std::string label;
@@ -89,7 +91,7 @@ void emit_cluster(const Cluster& c, const std::vector<Vertex>& vertices, int ind
 
 struct Layout {
   std::vector<Vertex> vertices;
-  std::vector<size_t> vertex_of;  // graph node id -> vertex index
+  std::vector<size_t> vertex_of;   // graph node id -> vertex index
   std::vector<std::string> boxes;  // collapsed scope paths, by box number
   Cluster top;
 };
@@ -142,7 +144,8 @@ Layout lay_out(const Graph& g, const DotOptions& options) {
     for (size_t o : g.outputs) is_output = is_output || o == n.id;
     std::string fill = n.is_leaf ? "#dbeafe" : is_output ? "#fde68a" : "#f3f4f6";
     if (g.has_gradients && n.grad_norm && !std::isfinite(*n.grad_norm)) fill = "#fca5a5";
-    std::string attrs = fmt::format("label=\"{}\"", escape(node_label(n, options, g.has_gradients)));
+    std::string attrs =
+        fmt::format("label=\"{}\"", escape(node_label(n, options, g.has_gradients)));
     if (n.is_leaf) attrs += ", shape=ellipse";
     if (is_output) attrs += ", peripheries=2";
     attrs += fmt::format(", fillcolor=\"{}\"", fill);
@@ -151,8 +154,9 @@ Layout lay_out(const Graph& g, const DotOptions& options) {
                : std::vector<const ModuleScope*>{});
   }
   for (const auto& [path, box] : boxes) {
-    const std::string label = fmt::format("{}\n{}\n{} nodes, saved {}", path.empty() ? "<root>" : path,
-                                          box.type, box.nodes, format_bytes(box.saved_bytes));
+    const std::string label =
+        fmt::format("{}\n{}\n{} nodes, saved {}", path.empty() ? "<root>" : path, box.type,
+                    box.nodes, format_bytes(box.saved_bytes));
     L.vertices[box.vertex].attributes =
         fmt::format("label=\"{}\", shape=box3d, fillcolor=\"#e9d5ff\"", escape(label));
   }

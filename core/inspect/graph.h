@@ -20,7 +20,7 @@ namespace nabla::inspect {
 struct ModuleScope;
 
 struct SavedTensorInfo {
-  std::string name;  // the field's name in the node ("x", "weight"), or "saved<i>"
+  std::string name;       // the field's name in the node ("x", "weight"), or "saved<i>"
   bool released = false;  // freed by a backward (shape and bytes are then unknown)
   Shape shape;
   DType dtype = kFloat32;
@@ -32,7 +32,7 @@ struct GraphNode {
   std::string name;  // "MatmulBackward", "AccumulateGrad"
   std::string op;    // the forward op ("matmul"); "leaf" for AccumulateGrad
   bool is_leaf = false;
-  std::string leaf_name;  // the caller's name for this leaf ("" if none given)
+  std::string leaf_name;     // the caller's name for this leaf ("" if none given)
   bool shape_known = false;  // the output's shape and dtype (the leaf's for AccumulateGrad)
   Shape shape;
   DType dtype = kFloat32;
@@ -52,10 +52,10 @@ struct GraphEdge {
 
 struct Graph {
   std::vector<GraphNode> nodes;
-  std::vector<GraphEdge> edges;    // sorted by (to, input)
-  std::vector<size_t> outputs;     // the node of each output tensor, in the caller's order
-  bool has_gradients = false;      // a probe was given (grad_norm is set where a gradient came)
-  int64_t saved_bytes() const;     // sum over every unreleased saved tensor
+  std::vector<GraphEdge> edges;  // sorted by (to, input)
+  std::vector<size_t> outputs;   // the node of each output tensor, in the caller's order
+  bool has_gradients = false;    // a probe was given (grad_norm is set where a gradient came)
+  int64_t saved_bytes() const;   // sum over every unreleased saved tensor
 };
 
 class GradientProbe;

@@ -88,13 +88,12 @@ void write_graph(const std::string& dot, const std::string& path) {
   const std::string bytes = format == "dot" ? dot : render_dot(dot, format);
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
   if (!file)
-    throw IOError(fmt::format("write_graph: cannot open '{}' for writing: {}", path,
-                              std::strerror(errno)));
+    throw IOError(
+        fmt::format("write_graph: cannot open '{}' for writing: {}", path, std::strerror(errno)));
   if (std::fwrite(bytes.data(), 1, bytes.size(), file.get()) != bytes.size() ||
       std::fflush(file.get()) != 0)
-    throw IOError(
-        fmt::format("write_graph: writing {} bytes to '{}' failed: {}", bytes.size(), path,
-                    std::strerror(errno)));
+    throw IOError(fmt::format("write_graph: writing {} bytes to '{}' failed: {}", bytes.size(),
+                              path, std::strerror(errno)));
 }
 
 }  // namespace nabla::inspect

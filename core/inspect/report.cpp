@@ -71,7 +71,7 @@ GradientReport gradient_report(const NamedTensors& params, const CutRecorder* re
             "gradient_report: snapshot entry {} is '{}' {} but the parameter is '{}' {}", i,
             old_name, shape_str(old.shape()), name, shape_str(p.shape())));
       const double old_norm = l2_norm(old), change = difference_norm(p, old);
-      r.update_ratio = old_norm > 0   ? change / old_norm
+      r.update_ratio = old_norm > 0  ? change / old_norm
                        : change == 0 ? 0.0
                                      : std::numeric_limits<double>::infinity();
     }

@@ -87,9 +87,10 @@ TEST_CASE("to_dot: golden file for the worked example", "[core][inspect]") {
   check_golden("attention_worked_example.dot", inspect::to_dot(g));
 }
 
-TEST_CASE("to_dot: after backward the saved tensors show as released and edges carry gradient "
-          "norms",
-          "[core][inspect]") {
+TEST_CASE(
+    "to_dot: after backward the saved tensors show as released and edges carry gradient "
+    "norms",
+    "[core][inspect]") {
   WorkedExample ex;
   Tensor loss = sum(ex.out);
   inspect::GradientProbe probe({loss});
@@ -145,7 +146,8 @@ TEST_CASE("render_dot: SVG through gvc parses as XML and holds every node", "[co
   CHECK(count(svg, "<g[ >]") == count(svg, "</g>"));
   // Graphviz draws each node as <g id="nodeN" class="node"><title>nN</title>...
   CHECK(count(svg, "class=\"node\"") == g.nodes.size());
-  for (const auto& n : g.nodes) CHECK_THAT(svg, Contains("<title>n" + std::to_string(n.id) + "</title>"));
+  for (const auto& n : g.nodes)
+    CHECK_THAT(svg, Contains("<title>n" + std::to_string(n.id) + "</title>"));
   CHECK_THAT(svg, Contains("softmax"));
 }
 
@@ -167,8 +169,7 @@ TEST_CASE("write_graph: PNG and SVG files; unwritable paths and unknown formats 
   CHECK_THROWS_AS(inspect::write_graph(dot, "/nonexistent-dir/graph.svg"), IOError);
   CHECK_THROWS_WITH(inspect::write_graph(dot, "/nonexistent-dir/graph.svg"),
                     Contains("/nonexistent-dir/graph.svg"));
-  CHECK_THROWS_WITH(inspect::write_graph(dot, "graph_without_extension"),
-                    Contains("no extension"));
+  CHECK_THROWS_WITH(inspect::write_graph(dot, "graph_without_extension"), Contains("no extension"));
   CHECK_THROWS_AS(inspect::render_dot(dot, "no-such-format"), Error);
   CHECK_THROWS_WITH(inspect::render_dot(dot, "no-such-format"), Contains("'no-such-format'"));
   CHECK_THROWS_AS(inspect::render_dot("digraph { a -> ", "svg"), ValueError);

@@ -127,5 +127,6 @@ TEST_CASE("to_dot: the final norm is a third box", "[nn][inspect]") {
   nn::RecordScopes scopes(*enc);
   Tensor y = (*enc)(randn({1, 2, 8}));
   inspect::Graph g = nn::export_graph({y}, *enc);
-  CHECK(inspect::collapsed_scopes(g, 1) == std::vector<std::string>{"layers.0", "layers.1", "norm"});
+  CHECK(inspect::collapsed_scopes(g, 1) ==
+        std::vector<std::string>{"layers.0", "layers.1", "norm"});
 }

@@ -57,16 +57,17 @@ TEST_CASE("forward pre-hook replaces the input; forward hook replaces the output
   CHECK_CLOSE((*lin)(x), (*lin).forward(mul(x, 2.0)), 1e-12, 0);
   pre.remove();
   auto post = lin->register_forward_hook(
-      [](const nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>& out)
-          -> std::optional<std::vector<Tensor>> { return std::vector<Tensor>{neg(out[0])}; });
+      [](const nn::Module&, const std::vector<Tensor>&,
+         const std::vector<Tensor>& out) -> std::optional<std::vector<Tensor>> {
+        return std::vector<Tensor>{neg(out[0])};
+      });
   CHECK_CLOSE((*lin)(x), neg(plain), 1e-12, 0);
   post.remove();
   CHECK_CLOSE((*lin)(x), plain, 0, 0);
   // forward() itself never runs hooks (PyTorch: calling .forward bypasses them).
-  auto again = lin->register_forward_hook(
-      [](const nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>& out) {
-        return neg(out[0]);
-      });
+  auto again =
+      lin->register_forward_hook([](const nn::Module&, const std::vector<Tensor>&,
+                                    const std::vector<Tensor>& out) { return neg(out[0]); });
   CHECK_CLOSE(lin->forward(x), plain, 0, 0);
   again.remove();
 }
@@ -161,13 +162,12 @@ TEST_CASE("full backward hook: inputs without grad give undefined grad_input", "
   auto first = net->at<nn::Linear>(0);
   std::vector<Tensor> gin, gout;
   int calls = 0;
-  first->register_full_backward_hook(
-      [&](const nn::Module&, const std::vector<Tensor>& grad_input,
-          const std::vector<Tensor>& grad_output) {
-        ++calls;
-        gin = grad_input;
-        gout = grad_output;
-      });
+  first->register_full_backward_hook([&](const nn::Module&, const std::vector<Tensor>& grad_input,
+                                         const std::vector<Tensor>& grad_output) {
+    ++calls;
+    gin = grad_input;
+    gout = grad_output;
+  });
   Tensor x = input(false);
   Tensor h = (*first)(x);
   Tensor loss = sum((*net->at<nn::Linear>(2))((*net->at<nn::Tanh>(1))(h)));
@@ -189,17 +189,15 @@ TEST_CASE("full backward hook on a module with three inputs and two outputs", "[
   mha.to(kFloat64);
   Tensor x = randn({2, 3, 4}, g, kFloat64).requires_grad_();
   std::vector<Tensor> gin, gout, outs;
-  mha.register_forward_hook(
-      [&](const nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>& out) {
-        outs = out;
-      });
+  mha.register_forward_hook([&](const nn::Module&, const std::vector<Tensor>&,
+                                const std::vector<Tensor>& out) { outs = out; });
   mha.register_full_backward_hook([&](const nn::Module&, const std::vector<Tensor>& grad_input,
                                       const std::vector<Tensor>& grad_output) {
     gin = grad_input;
     gout = grad_output;
   });
   nn::MhaOutput r = mha(x, x, x);
-  REQUIRE(outs.size() == 2);  // output and weights
+  REQUIRE(outs.size() == 2);                   // output and weights
   Tensor loss = sum(mul(r.output, r.output));  // the weights are not used
   Tensor expected = autograd::grad({loss}, {x}, {}, /*retain_graph=*/true)[0];
   loss.backward();
@@ -216,10 +214,9 @@ TEST_CASE("hooks on nested modules run in PyTorch's order", "[nn][hooks]") {
   auto net = mlp();
   std::vector<std::string> order;
   auto add_hooks = [&](nn::Module& m, const std::string& name) {
-    m.register_forward_pre_hook(
-        [&order, name](const nn::Module&, const std::vector<Tensor>&) {
-          order.push_back("pre " + name);
-        });
+    m.register_forward_pre_hook([&order, name](const nn::Module&, const std::vector<Tensor>&) {
+      order.push_back("pre " + name);
+    });
     m.register_forward_hook(
         [&order, name](const nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>&) {
           order.push_back("fwd " + name);
@@ -248,16 +245,14 @@ TEST_CASE("hooks: bad replacements are clear errors; no hooks changes nothing", 
   CHECK_CLOSE(before, net->forward(x), 0, 0);
   CHECK(std::string(before.grad_fn()->name()).find("BackwardHook") == std::string::npos);
   auto lin = net->at<nn::Linear>(0);
-  auto bad = lin->register_forward_pre_hook(
-      [](const nn::Module&, const std::vector<Tensor>& in) {
-        return std::vector<Tensor>{in[0], in[0]};
-      });
+  auto bad = lin->register_forward_pre_hook([](const nn::Module&, const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0], in[0]};
+  });
   CHECK_THROWS_WITH((*net)(x), Contains("Linear forward pre-hook") && Contains("2 inputs"));
   bad.remove();
-  auto bad_out = lin->register_forward_hook(
-      [](const nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>&) {
-        return std::vector<Tensor>{};
-      });
+  auto bad_out =
+      lin->register_forward_hook([](const nn::Module&, const std::vector<Tensor>&,
+                                    const std::vector<Tensor>&) { return std::vector<Tensor>{}; });
   CHECK_THROWS_WITH((*net)(x), Contains("Linear forward hook") && Contains("0 outputs"));
 }
 
@@ -267,10 +262,8 @@ TEST_CASE("a module destroyed before backward does not call its hook", "[nn][hoo
   Tensor y;
   {
     auto lin = std::make_shared<nn::Linear>(3, 2, true, kFloat64);
-    lin->register_full_backward_hook(
-        [&](const nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>&) {
-          ++calls;
-        });
+    lin->register_full_backward_hook([&](const nn::Module&, const std::vector<Tensor>&,
+                                         const std::vector<Tensor>&) { ++calls; });
     y = (*lin)(x);
   }
   sum(y).backward();
