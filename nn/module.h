@@ -265,6 +265,8 @@ class Module {
   struct CallState {
     std::shared_ptr<detail::BackwardHookState> backward;  // set when backward hooks wrap
   };
+  template <class Hook>
+  HookHandle add_hook(std::vector<std::pair<uint64_t, Hook>> detail::HookTable::*list, Hook hook);
   HookHandle add_forward_pre_hook(ForwardPreHook hook);
   HookHandle add_forward_hook(ForwardHook hook);
   HookHandle add_full_backward_hook(FullBackwardHook hook);

@@ -237,22 +237,23 @@ Module::~Module() {
 
 bool Module::hooks_registered() const { return !hooks_->empty(); }
 
+template <class Hook>
+HookHandle Module::add_hook(std::vector<std::pair<uint64_t, Hook>> detail::HookTable::*list,
+                            Hook hook) {
+  if (!hooks_) hooks_ = std::make_shared<detail::HookTable>(this);
+  const uint64_t id = hooks_->next_id++;
+  ((*hooks_).*list).emplace_back(id, std::move(hook));
+  return HookHandle(hooks_, id);
+}
+
 HookHandle Module::add_forward_pre_hook(ForwardPreHook hook) {
-  if (!hooks_) hooks_ = std::make_shared<detail::HookTable>(this);
-  hooks_->pre.emplace_back(hooks_->next_id, std::move(hook));
-  return HookHandle(hooks_, hooks_->next_id++);
+  return add_hook(&detail::HookTable::pre, std::move(hook));
 }
-
 HookHandle Module::add_forward_hook(ForwardHook hook) {
-  if (!hooks_) hooks_ = std::make_shared<detail::HookTable>(this);
-  hooks_->forward.emplace_back(hooks_->next_id, std::move(hook));
-  return HookHandle(hooks_, hooks_->next_id++);
+  return add_hook(&detail::HookTable::forward, std::move(hook));
 }
-
 HookHandle Module::add_full_backward_hook(FullBackwardHook hook) {
-  if (!hooks_) hooks_ = std::make_shared<detail::HookTable>(this);
-  hooks_->backward.emplace_back(hooks_->next_id, std::move(hook));
-  return HookHandle(hooks_, hooks_->next_id++);
+  return add_hook(&detail::HookTable::backward, std::move(hook));
 }
 
 // ----------------------------------------------------------------------------

@@ -106,8 +106,10 @@ std::string GradientReport::to_string() const {
       note = "no gradient: " + p.why->describe();
     else if (!p.finite)
       note = "non-finite gradient";
-    out += fmt::format("{:<{}}  {:<{}}  {:>10}  {:>13}  {}\n", p.name, name_w, shape_str(p.shape),
-                       shape_w, norm, ratio, note);
+    std::string line = fmt::format("{:<{}}  {:<{}}  {:>10}  {:>13}  {}", p.name, name_w,
+                                   shape_str(p.shape), shape_w, norm, ratio, note);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
   }
   if (first_non_finite) out += first_non_finite->describe() + "\n";
   return out;
