@@ -104,6 +104,9 @@ struct ToBackward final : Node {
 
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
+  if (!is_floating(dt) && inspect::recording_cuts())
+    inspect::detail::note_cut(inspect::CutKind::NonDifferentiable,
+                              std::string("to(") + dtype_name(dt) + ")", {this});
   Tensor y = empty(shape(), dt);
   copy_kernel(y, *this);
   if (is_floating(dt) && is_floating(dtype()))
@@ -168,6 +171,7 @@ void Tensor::set_grad(const Tensor& g) {
 }
 
 Tensor Tensor::detach() const {
+  if (inspect::recording_cuts()) inspect::detail::note_detach(*this);  // a gradient report
   auto d = std::make_shared<TensorImpl>();
   d->storage = storage();
   d->dtype = dtype();

@@ -241,7 +241,7 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   }
   ctx = batch_first_ ? ctx.permute({0, 2, 1, 3}).reshape({B, L, E})
                      : ctx.permute({2, 0, 1, 3}).reshape({L, B, E});
-  MhaOutput out{out_proj_->forward(ctx), Tensor()};
+  MhaOutput out{(*out_proj_)(ctx), Tensor()};
   if (o.need_weights) out.weights = o.average_attn_weights ? mean(attn, {1}) : attn;
   if (!batched) {
     out.output = out.output.squeeze(bdim);

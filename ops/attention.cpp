@@ -258,7 +258,8 @@ int64_t forward_flops(const Problem& pr) { return 2 * pr.N * pr.L * pr.S * (pr.E
 // SdpaBackward: the tuned or the reference backward kernel; under create_graph, the same formulas
 // written with ops (differentiable, but O(L * S) memory).
 struct SdpaBackward final : Node {
-  SavedTensor q{this}, k{this}, v{this}, out{this}, lse{this}, mask{this};
+  SavedTensor q{this, "q"}, k{this, "k"}, v{this, "v"}, out{this, "out"}, lse{this, "lse"},
+      mask{this, "mask"};
   Problem pr;
   explicit SdpaBackward(const Problem& p) : pr(p) {}
 

@@ -2,6 +2,7 @@
 #include "ops/compare.h"
 
 #include "core/inspect/instrument.h"
+#include "core/inspect/cuts.h"
 #include "ops/kernel_helpers.h"
 
 namespace nabla {
@@ -10,6 +11,7 @@ namespace {
 template <class F>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, F&& f) {
   kernels::check_same_dtype(op, a, b);
+  inspect::note_non_differentiable(op, {&a, &b});
   Tensor y = empty(broadcast_shapes(op, a.shape(), b.shape()), kBool);
   std::array<Shape, 3> st = {y.strides(), broadcast_strides(a.shape(), a.strides(), y.shape()),
                              broadcast_strides(b.shape(), b.strides(), y.shape())};

@@ -81,7 +81,7 @@ struct IndexLoop {
 //   forward:   y[..., k, ...] = x[..., index[k], ...] along dim
 //   backward:  grad_x = index_add(zeros(x.shape), dim, index, grad)      saves index
 struct IndexSelectBackward final : Node {
-  SavedTensor index{this};
+  SavedTensor index{this, "index"};
   int64_t dim;
   Shape input_shape;
   IndexSelectBackward(int64_t d, Shape s) : dim(d), input_shape(std::move(s)) {}
@@ -132,7 +132,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 //   forward:   y = x;  y[..., index[k], ...] += src[..., k, ...] along dim
 //   backward:  grad_x = grad,  grad_src = index_select(grad, dim, index)      saves index
 struct IndexAddBackward final : Node {
-  SavedTensor index{this};
+  SavedTensor index{this, "index"};
   int64_t dim;
   explicit IndexAddBackward(int64_t d) : dim(d) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -215,7 +215,7 @@ static void check_gather_scatter(const char* op, const Tensor& x, int64_t d, con
 //   forward:   y[i][j][k] = x[i][index[i][j][k]][k]  (dim = 1; any rank), y has index's shape
 //   backward:  grad_x = scatter_add(zeros(x.shape), dim, index, grad)      saves index
 struct GatherBackward final : Node {
-  SavedTensor index{this};
+  SavedTensor index{this, "index"};
   int64_t dim;
   Shape input_shape;
   GatherBackward(int64_t d, Shape s) : dim(d), input_shape(std::move(s)) {}
@@ -266,7 +266,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 //   backward:  grad_x = grad,  grad_src = gather(grad, dim, index), zero-padded to src's shape
 //              where src is larger than index      saves index
 struct ScatterAddBackward final : Node {
-  SavedTensor index{this};
+  SavedTensor index{this, "index"};
   int64_t dim;
   Shape src_shape;
   ScatterAddBackward(int64_t d, Shape s) : dim(d), src_shape(std::move(s)) {}

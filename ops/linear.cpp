@@ -30,7 +30,7 @@ namespace nabla {
 //   backward:  grad_x2d = grad2d @ W,  grad_W = grad2d^T @ x2d,  grad_b = sum of grad2d's rows
 //              saves W if x needs grad, x if W needs grad
 struct LinearBackward final : Node {
-  SavedTensor x{this}, weight{this};
+  SavedTensor x{this, "x"}, weight{this, "weight"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     const Shape& x_shape = input_shapes[0];
     const int64_t in = input_shapes[1][1], out = input_shapes[1][0];
@@ -187,7 +187,8 @@ Tensor apply(LinearActivation act, const Tensor& z) {
 }  // namespace
 
 struct LinearActivationBackward final : Node {
-  SavedTensor x{this}, weight{this}, bias{this}, saved{this};  // saved: z (GELU) or y (ReLU)
+  SavedTensor x{this, "x"}, weight{this, "weight"}, bias{this, "bias"},
+      saved{this, "saved"};  // saved: z (GELU) or y (ReLU)
   LinearActivation act;
   explicit LinearActivationBackward(LinearActivation a) : act(a) {}
   std::vector<Tensor> backward(const Tensor& grad) override {

@@ -95,7 +95,7 @@ Tensor softmax_grad(const Tensor& grad, const Tensor& y_in, int64_t dim) {
 }  // namespace
 
 struct SoftmaxBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   int64_t dim;
   explicit SoftmaxBackward(int64_t d) : dim(d) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -168,7 +168,7 @@ void log_softmax_backward_reference(const Tensor& y, const Tensor& g, Tensor& gx
 }  // namespace
 
 struct LogSoftmaxBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   int64_t dim;
   explicit LogSoftmaxBackward(int64_t d) : dim(d) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -270,7 +270,7 @@ void masked_softmax_reference(const Tensor& z, const Tensor& keep, Tensor& y, in
 }  // namespace
 
 struct MaskedSoftmaxBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor yv = y.get();
     Tensor grad_x = softmax_grad(grad, yv, yv.dim() - 1);

@@ -72,7 +72,7 @@ Tensor safe_div_or_zero(const Tensor& grad, const Tensor& y) {
 //   forward:   y = sum((x - mean(x))^2) / (N - c) over dims, c = 1 if unbiased else 0
 //   backward:  grad_x = grad * 2 (x - mean(x)) / (N - c)      saves x
 struct VarBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<int64_t> dims;
   Shape keepdim_shape;
   double divisor;
@@ -105,7 +105,7 @@ Tensor var(const Tensor& x) { return var(x, {}, true, false); }
 //   backward:  grad_x = var's backward applied to grad / (2 y), taken as 0 where y = 0 (PyTorch)
 //              saves x and the output y
 struct StdBackward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   std::vector<int64_t> dims;
   Shape keepdim_shape;
   double divisor;
@@ -142,7 +142,7 @@ Tensor std(const Tensor& x) { return std(x, {}, true, false); }
 //   backward:  grad_x = grad * exp(x - y)      saves x and the output y
 //              (NaN on an all -inf row, as in PyTorch)
 struct LogsumexpBackward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   Shape keepdim_shape;
   explicit LogsumexpBackward(Shape kd) : keepdim_shape(std::move(kd)) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -175,7 +175,7 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
 //   forward:   y = sqrt(sum(x^2)) over dims
 //   backward:  grad_x = x * grad / y, taken as 0 where y = 0 (PyTorch)      saves x and output y
 struct Norm2Backward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   Shape keepdim_shape;
   explicit Norm2Backward(Shape kd) : keepdim_shape(std::move(kd)) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -217,7 +217,7 @@ Tensor max_abs_mask(const Tensor& x, const Tensor& y_kd) {
 }  // namespace
 
 struct NormInfBackward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   std::vector<int64_t> dims;
   Shape keepdim_shape;
   NormInfBackward(std::vector<int64_t> d, Shape kd)
