@@ -88,8 +88,6 @@ class SavedTensor {
 
   const char* name() const { return name_; }  // null if the op gave none
   bool released() const { return released_; }
-  // What is held, for inspection only (no version check, no history); null if nothing is.
-  const TensorImpl* peek() const { return data_.get(); }
 
  private:
   Node* owner_;

@@ -73,7 +73,7 @@ std::vector<SavedTensorInfo> saved_info(const Node& node) {
   const auto& saved = node.saved_tensors();
   for (size_t i = 0; i < saved.size(); ++i) {
     const SavedTensor& s = *saved[i];
-    const TensorImpl* held = s.peek();
+    const TensorImpl* held = s.peek().get();
     if (!held && !s.released()) continue;  // this call had nothing to save there
     SavedTensorInfo info;
     info.name = s.name() ? s.name() : fmt::format("saved{}", i);
