@@ -3,13 +3,12 @@
 // masks that guard a division are constants of the backward.
 #include "ops/statistics.h"
 
-#include <limits>
-
 #include "core/autograd.h"
 #include "core/parallel.h"
 #include "core/strided_loop.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
+#include "ops/math_constants.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/row_layout.h"
@@ -151,7 +150,7 @@ struct LogsumexpBackward final : Node {
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   kernels::Rows r = kernels::rows("logsumexp", x, dims, keepdim);
   Tensor y = reduce_rows("logsumexp", r, x.dtype(), [](const auto* p, int64_t n) {
-    double m = -std::numeric_limits<double>::infinity();
+    double m = kNegInf<double>;
     for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(p[i]));  // skips NaN
     if (std::isinf(m)) m = 0;
     double s = 0;
