@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <limits>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -23,6 +22,7 @@
 #include "ops/dropout.h"
 #include "ops/linalg.h"
 #include "ops/linear.h"
+#include "ops/math_constants.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
@@ -108,8 +108,7 @@ MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool b
     return {logical_not(ignore), MaskKind::Bool};
   }
   if (ignore.defined())
-    additive = add(additive, masked_fill(zeros(ignore.shape(), dt), ignore,
-                                         -std::numeric_limits<double>::infinity()));
+    additive = add(additive, masked_fill(zeros(ignore.shape(), dt), ignore, kNegInf<double>));
   return {additive, MaskKind::Additive};
 }
 

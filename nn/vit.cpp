@@ -173,14 +173,9 @@ void ViT::interpolate_pos_embed(std::array<int64_t, 2> new_grid) {
                     new_grid[0], new_grid[1]));
   NoGradGuard no_grad;
   Tensor resized = nn::interpolate_pos_embed(pos_embed_.detach(), grid_, new_grid).contiguous();
-  // NOTE: swap storage and shape under the existing TensorImpl (as Module::to does), so the
-  // module's registered handle and any other handle to the parameter see the new table.
-  TensorImpl& impl = pos_embed_.impl();
-  impl.storage = resized.storage();
-  impl.shape = resized.shape();
-  impl.strides = resized.strides();
-  impl.offset = resized.offset();
-  impl.grad.reset();
+  // NOTE: swap the data under the existing TensorImpl (as Module::to does), so the module's
+  // registered handle and any other handle to the parameter see the new table.
+  set_data_(pos_embed_, resized);
   grid_ = new_grid;
 }
 

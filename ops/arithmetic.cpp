@@ -189,7 +189,7 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn) {
         "{}: a leaf tensor that requires grad (shape {}) cannot be modified in place under grad "
         "mode; wrap the update in NoGradGuard",
         op, shape_str(self.shape())));
-  if (record && self.impl().is_view)
+  if (record && self.is_view())
     throw AutogradError(fmt::format(
         "{}: in-place modification of a view (shape {}) while recording gradients is not "
         "supported; use the out-of-place op",
@@ -203,10 +203,7 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn) {
     Tensor target = self.detach();
     target.copy_(result.detach());
   }
-  if (record) {
-    self.impl().grad_fn = result.grad_fn();
-    self.impl().requires_grad = true;
-  }
+  if (record) set_history(self, result.grad_fn());
   return self;
 }
 

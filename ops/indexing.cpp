@@ -98,7 +98,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (index.dim() > 1)
     throw ShapeError(fmt::format("index_select: index must be 0-d or 1-D, got shape {}",
                                  shape_str(index.shape())));
-  const int64_t d = normalize_dim("index_select", dim, x.dim());
+  const int64_t d = normalize_dim("index_select", dim, x.shape());
   const int64_t n = x.size(d);
   const std::vector<int64_t> idx = checked_indices("index_select", index, d, n);
   const int64_t m = static_cast<int64_t>(idx.size());
@@ -151,7 +151,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   if (index.dim() > 1)
     throw ShapeError(
         fmt::format("index_add: index must be 0-d or 1-D, got shape {}", shape_str(index.shape())));
-  const int64_t d = normalize_dim("index_add", dim, x.dim());
+  const int64_t d = normalize_dim("index_add", dim, x.shape());
   Shape expected = x.shape();
   expected[static_cast<size_t>(d)] = index.numel();
   if (src.shape() != expected)
@@ -228,7 +228,7 @@ struct GatherBackward final : Node {
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   inspect::OpScope op_scope("gather", {&x, &index});
   check_index_dtype("gather", index);
-  const int64_t d = normalize_dim("gather", dim, x.dim());
+  const int64_t d = normalize_dim("gather", dim, x.shape());
   check_gather_scatter("gather", x, d, index, nullptr);
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
   const std::vector<int64_t> idx = checked_indices("gather", index, d, n);
@@ -288,7 +288,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   if (x.dtype() != src.dtype())
     throw DTypeError(fmt::format("scatter_add: x is {} but src is {}", dtype_name(x.dtype()),
                                  dtype_name(src.dtype())));
-  const int64_t d = normalize_dim("scatter_add", dim, x.dim());
+  const int64_t d = normalize_dim("scatter_add", dim, x.shape());
   check_gather_scatter("scatter_add", x, d, index, &src);
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
   const std::vector<int64_t> idx = checked_indices("scatter_add", index, d, n);

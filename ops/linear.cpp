@@ -116,8 +116,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const Shape y_shape = output_shape(x, out);
   const int64_t M = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Tensor y = linear_forward(x.detach().reshape({M, in}), weight.detach(), bias);  // (M, out)
-  y.impl().shape = y_shape;  // same elements in the same order: (M, out) -> (..., out)
-  y.impl().strides = contiguous_strides(y_shape);
+  reshape_fresh_(y, y_shape);  // same elements in the same order: (M, out) -> (..., out)
   if (auto node = make_node<LinearBackward>({&x, &weight, &bias})) {
     if (node->needs_input_grad(1)) node->x.save(x);
     if (node->needs_input_grad(0)) node->weight.save(weight);
@@ -242,8 +241,7 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
   } else {
     activation_forward_reference(z, y, act);
   }
-  y.impl().shape = y_shape;  // same elements in the same order: (M, out) -> (..., out)
-  y.impl().strides = contiguous_strides(y_shape);
+  reshape_fresh_(y, y_shape);  // same elements in the same order: (M, out) -> (..., out)
   if (auto node = make_node<LinearActivationBackward>({&x, &weight, &bias}, act)) {
     // GELU keeps x, W and b whatever needs grad: create_graph recomputes z from them.
     if (node->needs_input_grad(1) || !in_place) node->x.save(x);

@@ -50,7 +50,7 @@ Shape reduced_shape(const Shape& shape, int64_t dim, bool keepdim) {
 // Values and indices of the max/min along dim (no autograd).
 template <bool IsMax>
 ValuesIndices extreme_along(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
-  const int64_t d = kernels::checked_dim(op, dim, x.shape());
+  const int64_t d = normalize_dim(op, dim, x.shape());
   const kernels::RowLayout l = kernels::row_layout(x.shape(), d);
   if (l.n == 0)
     throw ShapeError(fmt::format("{}: cannot reduce dim {} of size 0 (input of shape {})", op, dim,
@@ -133,7 +133,7 @@ struct ExtremeDimBackward final : Node {
 template <bool IsMax>
 ValuesIndices extreme_dim(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
   ValuesIndices r = extreme_along<IsMax>(op, x, dim, keepdim);
-  const int64_t d = kernels::checked_dim(op, dim, x.shape());
+  const int64_t d = normalize_dim(op, dim, x.shape());
   if (auto node = make_node<ExtremeDimBackward<IsMax>>({&x}, x.shape(),
                                                        reduced_shape(x.shape(), d, true), d)) {
     node->indices.save(r.indices);
@@ -222,8 +222,7 @@ namespace {
 
 // Running sums along dim, forwards or backwards (no autograd). float32 accumulates in double.
 Tensor scan_kernel(const char* op, const Tensor& x, int64_t dim, bool reverse) {
-  const kernels::RowLayout l =
-      kernels::row_layout(x.shape(), kernels::checked_dim(op, dim, x.shape()));
+  const kernels::RowLayout l = kernels::row_layout(x.shape(), normalize_dim(op, dim, x.shape()));
   const Tensor xc = x.detach().contiguous();
   Tensor y = empty(x.shape(), x.dtype());
   dispatch_numeric(x.dtype(), op, [&](auto tag) {

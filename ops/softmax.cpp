@@ -106,7 +106,7 @@ struct SoftmaxBackward final : Node {
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("softmax", {&x});
-  dim = normalize_dim("softmax", dim, x.dim());
+  dim = normalize_dim("softmax", dim, x.shape());
   Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
   const RowLayout l = kernels::row_layout(x.shape(), dim);
   if (kernels::tuned_enabled()) {
@@ -189,7 +189,7 @@ struct LogSoftmaxBackward final : Node {
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("log_softmax", {&x});
-  dim = normalize_dim("log_softmax", dim, x.dim());
+  dim = normalize_dim("log_softmax", dim, x.shape());
   Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
   const RowLayout l = kernels::row_layout(x.shape(), dim);
   if (kernels::tuned_enabled()) {
@@ -356,14 +356,14 @@ Tensor row_max_detached(const Tensor& x_in, int64_t dim) {
 }  // namespace
 Tensor softmax_composite(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("softmax_composite", {&x});
-  dim = normalize_dim("softmax", dim, x.dim());
+  dim = normalize_dim("softmax", dim, x.shape());
   Tensor e = exp(sub(x, row_max_detached(x, dim)));
   return div(e, sum(e, {dim}, true));
 }
 
 Tensor log_softmax_composite(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("log_softmax_composite", {&x});
-  dim = normalize_dim("log_softmax", dim, x.dim());
+  dim = normalize_dim("log_softmax", dim, x.shape());
   Tensor z = sub(x, row_max_detached(x, dim));
   return sub(z, log(sum(exp(z), {dim}, true)));
 }

@@ -3,14 +3,13 @@
 // masks that guard a division are constants of the backward.
 #include "ops/statistics.h"
 
-#include <limits>
-
 #include "core/autograd.h"
 #include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "core/strided_loop.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
+#include "ops/math_constants.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/row_layout.h"
@@ -155,7 +154,7 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   inspect::OpScope op_scope("logsumexp", {&x});
   kernels::Rows r = kernels::rows("logsumexp", x, dims, keepdim);
   Tensor y = reduce_rows("logsumexp", r, x.dtype(), [](const auto* p, int64_t n) {
-    double m = -std::numeric_limits<double>::infinity();
+    double m = kNegInf<double>;
     for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(p[i]));  // skips NaN
     if (std::isinf(m)) m = 0;
     double s = 0;
