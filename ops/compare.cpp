@@ -1,8 +1,8 @@
 // Comparisons and logical ops. Outputs are bool and carry no autograd history.
 #include "ops/compare.h"
 
-#include "core/inspect/instrument.h"
 #include "core/inspect/cuts.h"
+#include "core/inspect/instrument.h"
 #include "ops/kernel_helpers.h"
 
 namespace nabla {
