@@ -10,6 +10,7 @@
 #include "core/inspect/profiler.h"
 #include "core/inspect/trace.h"
 #include "core/io/checkpoint.h"
+#include "core/live_objects.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "nn/activation.h"

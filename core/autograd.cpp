@@ -8,6 +8,7 @@
 
 #include "core/inspect/instrument.h"
 #include "core/inspect/scope.h"
+#include "core/live_objects.h"
 #include "core/strided_loop.h"
 
 namespace nabla {
@@ -41,9 +42,12 @@ void on_non_finite_gradient(const Node& node, size_t input, const Tensor& grad) 
 // module_scope: a null pointer copy unless a module scope is being recorded (nn/inspect.h).
 Node::Node()
     : module_scope(inspect::current_module_scope()),
-      sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+      sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+  detail::live_nodes.add(1);
+}
 
 Node::~Node() {
+  detail::live_nodes.add(-1);
   // Destroying the last handle of a long graph would recurse once per node (a 200k-op chain
   // overflows the stack). Instead the outermost destructor drains a worklist of children.
   thread_local std::vector<std::shared_ptr<Node>> pending;

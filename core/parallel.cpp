@@ -25,7 +25,19 @@ std::atomic<bool>& adaptive_flag() {
   return on;
 }
 
+std::atomic<bool>& deterministic_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("NABLA_DETERMINISTIC");
+    return v != nullptr && std::string_view(v) == "1";
+  }()};
+  return on;
+}
+
 }  // namespace
+
+void set_deterministic(bool on) { deterministic_flag().store(on, std::memory_order_relaxed); }
+bool deterministic() { return deterministic_flag().load(std::memory_order_relaxed); }
+int split_parts() { return deterministic() ? kDeterministicParts : num_threads(); }
 
 int num_threads() { return configured_threads().load(std::memory_order_relaxed); }
 
@@ -59,10 +71,11 @@ std::string runtime_info() {
       break;
   }
   return fmt::format(
-      "nabla: {} threads (OpenMP), {} active ({}: {}); OpenBLAS {} [{}], core {}, {} threads",
+      "nabla: {} threads (OpenMP), {} active ({}: {}){}; OpenBLAS {} [{}], core {}, {} threads",
       num_threads(), active_threads(), adaptive_threads() ? "adaptive" : "fixed",
-      cpu_load::describe(), openblas_get_config(), parallel, openblas_get_corename(),
-      openblas_get_num_threads());
+      cpu_load::describe(),
+      deterministic() ? fmt::format(", deterministic ({} parts)", kDeterministicParts) : "",
+      openblas_get_config(), parallel, openblas_get_corename(), openblas_get_num_threads());
 }
 
 }  // namespace nabla

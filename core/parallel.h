@@ -3,6 +3,11 @@
 // threads run those parts adapts: active_threads() drops to the cores that other processes leave
 // free (core/cpu_load.h), because OpenMP threads sharing a busy core wait for each other at every
 // barrier and a step then takes many times longer than on one thread.
+//
+// Deterministic mode (set_deterministic, NABLA_DETERMINISTIC=1) goes one step further: loops and
+// GEMMs split into kDeterministicParts parts whatever num_threads() is, and OpenBLAS never
+// threads a call itself, so results are bitwise the same for any thread count (1, 2, ... 8 busy
+// threads; a 9th has no part to run). Its cost is in docs/reliability.md, "Determinism".
 #pragma once
 #include <omp.h>
 
@@ -21,6 +26,31 @@ void set_adaptive_threads(bool on);
 bool adaptive_threads();
 std::string runtime_info();  // OpenBLAS config, core type, thread counts and the load reading
 
+inline constexpr int kDeterministicParts = 8;
+// On: results independent of the thread count (above). NABLA_DETERMINISTIC=1 turns it on at start.
+void set_deterministic(bool on);
+bool deterministic();
+// Parts a parallel loop or a split GEMM is cut into: num_threads(), or kDeterministicParts in
+// deterministic mode.
+int split_parts();
+
+namespace detail {
+// True on a thread while it runs a part of run_parts (with more than one part), also when the
+// parts run one after another: a loop nested in a part then runs whole, the same way whether
+// the outer parts ran in parallel or (under load) in sequence.
+inline thread_local bool running_part = false;
+struct PartScope {
+  bool prev = running_part;
+  PartScope() { running_part = true; }
+  ~PartScope() { running_part = prev; }
+  PartScope(const PartScope&) = delete;
+  PartScope& operator=(const PartScope&) = delete;
+};
+}  // namespace detail
+
+// Inside a part of a parallel loop (or any OpenMP region): nested loops run whole there.
+inline bool in_parallel_part() { return detail::running_part || omp_in_parallel(); }
+
 // Loops cheaper than this (elements x cost) run on one thread: below it, waking the pool costs
 // more than the work. Measured by bench/parallel_grain.cpp on the 2-core VM: a float exp loop
 // (cost 8) breaks even at 8-16K elements and is 1.3x faster at 16K; a memory-bound add (cost 1)
@@ -31,25 +61,33 @@ inline constexpr int64_t kParallelGrain = 131072;
 // only one is active). part must not throw.
 template <class F>
 void run_parts(int64_t parts, F&& part) {
-  const int threads = parts > 1 ? static_cast<int>(std::min<int64_t>(active_threads(), parts)) : 1;
+  if (parts == 1) {
+    part(int64_t{0});
+    return;
+  }
+  const int threads = static_cast<int>(std::min<int64_t>(active_threads(), parts));
   if (threads <= 1) {
+    detail::PartScope scope;
     for (int64_t p = 0; p < parts; ++p) part(p);
     return;
   }
 #pragma omp parallel num_threads(threads)
-  for (int64_t p = omp_get_thread_num(); p < parts; p += omp_get_num_threads()) part(p);
+  {
+    detail::PartScope scope;
+    for (int64_t p = omp_get_thread_num(); p < parts; p += omp_get_num_threads()) part(p);
+  }
 }
 
-// Runs f(begin, end) over [0, n) in num_threads() contiguous chunks, in parallel when
-// n * cost_per_item is large and we are not already inside a parallel region. f must not throw.
+// Runs f(begin, end) over [0, n) in split_parts() contiguous chunks, in parallel when
+// n * cost_per_item is large and we are not already inside a parallel part. f must not throw.
 template <class F>
 void parallel_for(int64_t n, int64_t cost_per_item, F&& f) {
   if (n <= 0) return;
-  if (n == 1 || n * cost_per_item < kParallelGrain || omp_in_parallel()) {
+  if (n == 1 || n * cost_per_item < kParallelGrain || in_parallel_part()) {
     f(int64_t{0}, n);
     return;
   }
-  const int64_t parts = std::min<int64_t>(num_threads(), n);
+  const int64_t parts = std::min<int64_t>(split_parts(), n);
   const int64_t chunk = (n + parts - 1) / parts;
   run_parts(parts, [&](int64_t p) {
     const int64_t b = std::min(n, p * chunk), e = std::min(n, b + chunk);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/live_objects.h"
 #include "core/shape.h"
 #include "core/storage.h"
 
@@ -36,6 +37,7 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;         // null for leaves
   std::weak_ptr<Node> grad_accumulator;  // leaves only; owned by the graph
   std::vector<GradHook> leaf_hooks;      // leaves only; non-leaf hooks live on grad_fn
+  [[no_unique_address]] detail::TensorImplCount live_count;  // live_objects().tensor_impls
 };
 
 class Tensor {

@@ -9,7 +9,9 @@
 // 256 x 4096 x 1024, 1.02 when split along the larger of M and N (1.10 along M). OpenBLAS's
 // threads synchronise inside the call and share its packed panels; with K this small the packing
 // and the barriers are a large part of the work. As with OpenBLAS's own threading, the last bits
-// of a result may depend on the thread count (the pieces can take other kernels).
+// of a result may depend on the thread count (the pieces can take other kernels). In
+// deterministic mode (core/parallel.h) the split is into kDeterministicParts blocks whatever the
+// thread count, and OpenBLAS never threads a call, so the result does not depend on it.
 #include "ops/gemm.h"
 
 #include <cblas.h>
@@ -56,14 +58,15 @@ std::pair<int64_t, int64_t> block(int64_t total, int64_t parts, int64_t t) {
 }
 
 // Runs piece(rows, p0, p1) for blocks of C: rows p0..p1 (rows = true) or columns p0..p1,
-// num_threads() blocks (run by the active threads) when the product is worth splitting, else one
+// split_parts() blocks (run by the active threads) when the product is worth splitting, else one
 // block covering all rows.
 // OpenBLAS's OpenMP build threads a call made outside a parallel region by its own count, and
 // never raises that count again by itself once it is 1: keep it equal to the threads the load
 // leaves free, or a product run serially under load would wake a second thread on a busy core.
+// Deterministic mode keeps it at 1: OpenBLAS's own split follows its thread count.
 void match_blas_threads() {
   if (omp_in_parallel()) return;  // inside a region OpenBLAS runs single-threaded anyway
-  const int want = active_threads();
+  const int want = deterministic() ? 1 : active_threads();
   if (openblas_get_num_threads() != want || omp_get_max_threads() != want)
     openblas_set_num_threads(want);
 }
@@ -71,16 +74,16 @@ void match_blas_threads() {
 template <class F>
 void for_each_block(int64_t m, int64_t n, int64_t k, F&& piece) {
   match_blas_threads();
-  const int64_t threads = num_threads();
-  const bool split = threads > 1 && !omp_in_parallel() && 2 * m * n * k >= kMinSplitFlop &&
-                     std::max(m, n) >= 2 * kBlockAlign * threads;
+  const int64_t parts = split_parts();
+  const bool split = parts > 1 && !in_parallel_part() && 2 * m * n * k >= kMinSplitFlop &&
+                     std::max(m, n) >= 2 * kBlockAlign * parts;
   if (!split) {  // inside a region OpenBLAS runs single-threaded
     piece(true, int64_t{0}, m);
     return;
   }
   const bool rows = m >= n;  // split the larger of M and N
-  run_parts(threads, [&](int64_t part) {
-    const auto [p0, p1] = block(rows ? m : n, threads, part);
+  run_parts(parts, [&](int64_t part) {
+    const auto [p0, p1] = block(rows ? m : n, parts, part);
     if (p0 < p1) piece(rows, p0, p1);
   });
 }

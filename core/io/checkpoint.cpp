@@ -28,6 +28,8 @@ constexpr const char* kSectionsKey = "nabla.sections";
 constexpr const char* kChecksumKey = "nabla.crc32";
 constexpr const char* kThreadsKey = "nabla.threads";
 constexpr const char* kVersionKey = "nabla.version";
+// "1" when saved in deterministic mode (absent otherwise): then any thread count resumes exactly.
+constexpr const char* kDeterministicKey = "nabla.deterministic";
 // The checksum field exactly as serialize_safetensors writes it (compact JSON). Inside a JSON
 // string every '"' is escaped, so this text can only be a key with a string value.
 constexpr std::string_view kChecksumField = "\"nabla.crc32\":\"";
@@ -260,6 +262,7 @@ std::string Checkpoint::serialize() const {
   meta[kSectionsKey] = fmt::format("{}", fmt::join(names, ","));
   meta[kThreadsKey] = std::to_string(num_threads());
   meta[kVersionKey] = NABLA_VERSION;
+  if (deterministic()) meta[kDeterministicKey] = "1";
   meta[kChecksumKey] = std::string(kChecksumDigits, '0');  // filled in below
   for (const auto& [key, v] : values_) meta[key] = encode(v);
   std::string bytes = serialize_safetensors(all, meta);
@@ -309,13 +312,24 @@ Checkpoint Checkpoint::from_file(SafetensorsFile file, const std::string& bytes)
     ck.warn(fmt::format("{}: written before checkpoints had checksums ({}); loaded unverified",
                         file.source, kFormatBeforeChecksums));
   }
+  bool saved_deterministic = false;
+  if (auto det = file.metadata.find(kDeterministicKey); det != file.metadata.end()) {
+    if (det->second != "1")
+      throw bad(fmt::format("'{}' holds '{}', not 1", kDeterministicKey, det->second));
+    saved_deterministic = true;
+  }
+  if (saved_deterministic != deterministic())
+    ck.warn(fmt::format(
+        "{}: saved {} deterministic mode, this process runs {} it: training resumes, but not bit "
+        "for bit (NABLA_DETERMINISTIC=1 or set_deterministic decides)",
+        file.source, saved_deterministic ? "in" : "outside", deterministic() ? "in" : "outside"));
   if (auto threads = file.metadata.find(kThreadsKey); threads != file.metadata.end()) {
     int saved = 0;
     const std::string& text = threads->second;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), saved);
     if (ec != std::errc() || end != text.data() + text.size() || saved < 1)
       throw bad(fmt::format("'{}' holds '{}', not a thread count", kThreadsKey, text));
-    if (saved != num_threads())
+    if (saved != num_threads() && !(saved_deterministic && deterministic()))
       ck.warn(fmt::format(
           "{}: saved by a process with {} threads, this one has {}: training resumes, but not "
           "bit for bit (OMP_NUM_THREADS={} would)",
@@ -340,7 +354,7 @@ Checkpoint Checkpoint::from_file(SafetensorsFile file, const std::string& bytes)
   for (const auto& [key, encoded] : file.metadata) {
     if (key.rfind("nabla.", 0) == 0) {
       if (key != kFormatKey && key != kSectionsKey && key != kChecksumKey && key != kThreadsKey &&
-          key != kVersionKey)
+          key != kVersionKey && key != kDeterministicKey)
         throw bad(fmt::format("unknown reserved metadata key '{}'", key));
       continue;
     }
