@@ -34,12 +34,17 @@ while (($#)); do
 done
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 
+limit="$seconds s"
+((runs)) && limit="$runs executions or $limit"
+((seconds)) || limit="$runs executions"
+echo "== fuzz: ${#targets[@]} targets, each for $limit (whichever first), $jobs at a time"
 export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER-$(command -v ccache || true)}"
 cmake --preset fuzz >/dev/null
 build_targets=("${targets[@]}")
 ((make_corpus)) && build_targets+=(fuzz_make_corpus)
 cmake --build --preset fuzz -j "$(nproc)" --target "${build_targets[@]}"
 bin=build/fuzz/tests/fuzz
+built_at=$SECONDS
 if ((make_corpus)); then
   rm -rf tests/fuzz/corpus
   "$bin/fuzz_make_corpus" tests/fuzz/corpus
@@ -95,4 +100,5 @@ for t in "${targets[@]}"; do
   pids+=($!) names+=("$t")
 done
 while ((${#pids[@]})); do wait_one; done
+echo "fuzz: build $built_at s, runs $((SECONDS - built_at)) s"
 exit "$status"

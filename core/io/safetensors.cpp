@@ -207,7 +207,7 @@ std::string escaped(const std::string& s) {
   std::string out;
   for (unsigned char c : s.substr(0, 40))
     out += c >= 0x20 && c < 0x7f && c != '\\' ? std::string(1, static_cast<char>(c))
-                                               : fmt::format("\\x{:02x}", c);
+                                              : fmt::format("\\x{:02x}", c);
   return s.size() > 40 ? out + "..." : out;
 }
 

@@ -24,8 +24,8 @@ namespace nabla::fuzz {
   std::abort();
 }
 
-#define NABLA_FUZZ_CHECK(cond, what) \
-  do {                               \
+#define NABLA_FUZZ_CHECK(cond, what)                                    \
+  do {                                                                  \
     if (!(cond)) ::nabla::fuzz::fail(std::string(#cond ": ") + (what)); \
   } while (0)
 

@@ -20,9 +20,8 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 void check_round_trip(const io::SafetensorsFile& f) {
   for (const auto& [name, t] : f.tensors) {
     NABLA_FUZZ_CHECK(t.is_contiguous() && t.offset() == 0, name);
-    NABLA_FUZZ_CHECK(static_cast<size_t>(t.numel()) * dtype_size(t.dtype()) <=
-                         t.storage()->nbytes(),
-                     name);
+    NABLA_FUZZ_CHECK(
+        static_cast<size_t>(t.numel()) * dtype_size(t.dtype()) <= t.storage()->nbytes(), name);
   }
   const io::SafetensorsFile g =
       io::parse_safetensors(io::serialize_safetensors(f.tensors, f.metadata), "again");

@@ -58,10 +58,10 @@ void check_chars(const std::string& text, const uint8_t* data, size_t size) {
   for (const std::string& line : lines)
     for (const std::string& ch : data::utf8_chars(line)) ++counts[ch];
   const data::CharTokenizer common = data::CharTokenizer::build(lines, 2);
-  NABLA_FUZZ_CHECK(common.vocab_size() == SpecialTokens::kCount +
-                                              static_cast<int64_t>(std::count_if(
-                                                  counts.begin(), counts.end(),
-                                                  [](const auto& c) { return c.second >= 2; })),
+  NABLA_FUZZ_CHECK(common.vocab_size() ==
+                       SpecialTokens::kCount + static_cast<int64_t>(std::count_if(
+                                                   counts.begin(), counts.end(),
+                                                   [](const auto& c) { return c.second >= 2; })),
                    "vocabulary size with min_count 2");
   for (const std::string& line : lines) {
     const std::vector<std::string> chars = data::utf8_chars(line);

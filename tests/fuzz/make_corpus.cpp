@@ -150,12 +150,10 @@ void safetensors_corpus() {
        header_file(R"({"w": {"dtype": "F32", "shape": [-1e999], "data_offsets": [0, 0]}})", "")},
       {"nested-100-arrays", header_file(std::string(100, '[') + std::string(100, ']'), "")},
       {"nested-100-open-objects", header_file("{\"x\":" + std::string(100, '{'), "")},
-      {"nested-63",
-       header_file("{\"x\":" + std::string(63, '[') + std::string(63, ']') + "}", "")},
-      {"brackets-in-string",
-       header_file("{\"__metadata__\":{\"k\":\"" + std::string(100, '[') + std::string(100, '{') +
-                       "\"}}",
-                   "")},
+      {"nested-63", header_file("{\"x\":" + std::string(63, '[') + std::string(63, ']') + "}", "")},
+      {"brackets-in-string", header_file("{\"__metadata__\":{\"k\":\"" + std::string(100, '[') +
+                                             std::string(100, '{') + "\"}}",
+                                         "")},
       {"zero-beside-huge-dims",
        header_file(
            R"({"w": {"dtype": "F32", "shape": [0, 3221225511, 3921674336], "data_offsets": [0, 0]}})",
@@ -171,8 +169,9 @@ void safetensors_corpus() {
        header_file(R"({"w": {"dtype": "F32", "shape": [1099511627776], "data_offsets": [0, 8]}})",
                    d8)},
       {"escapes-and-unicode",
-       header_file(R"({"\u00e9\ud83d\ude00\n": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})",
-                   d8)},
+       header_file(
+           R"({"\u00e9\ud83d\ude00\n": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})",
+           d8)},
   };
   for (const auto& [name, bytes] : cases) put(t, name, bytes);
 }
@@ -198,14 +197,22 @@ void checkpoint_corpus() {
   put(t, "tensor-named-as-section", sealed_file(ok, {{"model", ones({1})}}));
   put(t, "tensor-name-ends-with-dot", sealed_file(ok, {{"model.", ones({1})}}));
   const std::vector<std::pair<std::string, std::string>> scalars = {
-      {"step", "20"},          {"step", "i64:20"},
-      {"step", "int:20x"},     {"step", "int:99999999999999999999"},
-      {"step", "int:+3"},      {"step", "int:"},
-      {"seed", "uint:-1"},     {"seed", "uint:"},
-      {"lr", "float:0.1.2"},   {"lr", "float: 1"},
-      {"lr", "float:1e-3"},    {"s", "str:"},
-      {"lr", "float:nan"},     {"lr", "float:-inf"},
-      {"lr", "float:-0"},      {"lr", "float:1e400"},
+      {"step", "20"},
+      {"step", "i64:20"},
+      {"step", "int:20x"},
+      {"step", "int:99999999999999999999"},
+      {"step", "int:+3"},
+      {"step", "int:"},
+      {"seed", "uint:-1"},
+      {"seed", "uint:"},
+      {"lr", "float:0.1.2"},
+      {"lr", "float: 1"},
+      {"lr", "float:1e-3"},
+      {"s", "str:"},
+      {"lr", "float:nan"},
+      {"lr", "float:-inf"},
+      {"lr", "float:-0"},
+      {"lr", "float:1e400"},
       {"n", "int:-9223372036854775808"},
       {"generator.g.seed", "uint:18446744073709551615"},
       {"loader.l.epoch", "int:-1"}};
@@ -302,8 +309,10 @@ void text_corpus() {
       "B\bBo\bol\bld\bd and _\bu_\bn\n%\n\x1b(0box\x1b(B \x1b[31;1mred\x1b[m\n%\nunfinished "
       "\x1b[");
   put(f, "languages",
-      "Wer andern eine Grube gr\xc3\xa4" "bt, f\xc3\xa4llt selbst hinein.\n%\n"
-      "\xd0\x9f\xd0\xbe\xd0\xb2\xd1\x82\xd0\xbe\xd1\x80\xd0\xb5\xd0\xbd\xd0\xb8\xd0\xb5 \xe2\x80\x94 "
+      "Wer andern eine Grube gr\xc3\xa4"
+      "bt, f\xc3\xa4llt selbst hinein.\n%\n"
+      "\xd0\x9f\xd0\xbe\xd0\xb2\xd1\x82\xd0\xbe\xd1\x80\xd0\xb5\xd0\xbd\xd0\xb8\xd0\xb5 "
+      "\xe2\x80\x94 "
       "\xd0\xbc\xd0\xb0\xd1\x82\xd1\x8c \xd1\x83\xd1\x87\xd0\xb5\xd0\xbd\xd0\xb8\xd1\x8f.\n%\n"
       "Latin-1 bytes: caf\xe9 na\xefve\n%\n   \n\t\n%\n--\n-- only attribution\n");
   put(f, "empty", "");
@@ -313,13 +322,15 @@ void text_corpus() {
   const std::string k = "tokenizer";
   put(k, "ascii", "hello world\nthe quick brown fox\n");
   put(k, "utf8-languages",
-      "gr\xc3\xbc\xc3\x9f" "e\n\xd0\xbf\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82\n\xe4\xbd\xa0\xe5\xa5"
+      "gr\xc3\xbc\xc3\x9f"
+      "e\n\xd0\xbf\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82\n\xe4\xbd\xa0\xe5\xa5"
       "\xbd\n\xf0\x9f\x98\x80 emoji\n\xc3\xa9\xc3\xa9\xc3\xa9");
   put(k, "invalid-utf8",
       "\xff\xfe lone \xc3 overlong \xc0\xaf surrogate \xed\xa0\x80 cont \x80\x80 end \xf0\x9f\x98");
-  put(k, "ids-as-int64", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f\x00\x00\x00\x00\x00\x00\x00\x80"
-                                     "\x05\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff",
-                                     32));
+  put(k, "ids-as-int64",
+      std::string("\xff\xff\xff\xff\xff\xff\xff\x7f\x00\x00\x00\x00\x00\x00\x00\x80"
+                  "\x05\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff",
+                  32));
   put(k, "empty", "");
   put(k, "newlines", "\n\n\na\n\n");
 }
