@@ -35,9 +35,9 @@ done
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 
 limit="$seconds s"
-((runs)) && limit="$runs executions or $limit"
+((runs)) && limit="$runs executions or $limit, whichever comes first"
 ((seconds)) || limit="$runs executions"
-echo "== fuzz: ${#targets[@]} targets, each for $limit (whichever first), $jobs at a time"
+echo "== fuzz: ${#targets[@]} targets, each for $limit; $jobs at a time"
 export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER-$(command -v ccache || true)}"
 cmake --preset fuzz >/dev/null
 build_targets=("${targets[@]}")
