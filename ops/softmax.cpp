@@ -375,7 +375,9 @@ Tensor masked_softmax_composite(const Tensor& x, const Tensor& mask, MaskKind ki
   inspect::OpScope op_scope("masked_softmax_composite", {&x, &mask});
   check_mask(x, mask, kind);
   Tensor z = kind == MaskKind::Additive ? add(x, mask) : x;
-  auto [zd, keep] = masked_logits(x, mask, kind);
+  // Not a structured binding: clang 14 (the fuzz and tsan presets) cannot capture one.
+  const std::pair<Tensor, Tensor> logits = masked_logits(x, mask, kind);
+  const Tensor &zd = logits.first, &keep = logits.second;
   Tensor shift = empty(x.shape(), x.dtype()), livef = empty(x.shape(), x.dtype());
   const int64_t n = x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
   dispatch_float(x.dtype(), "masked_softmax", [&](auto tag) {
