@@ -144,6 +144,13 @@ TEST_CASE("growth: 500 steps of a small encoder trainer grow live bytes and RSS 
                       << ", RSS " << rss << " -> " << rss_end << ", final loss " << loss);
   check_same(live_objects(), objects);
   CHECK(growth(live_end, live) < kMaxGrowth);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed blocks in its quarantine (256 MB by default) before reusing them, so the
+  // RSS grows with every free until the quarantine is full: under ASan only the allocator's live
+  // bytes and the live objects above are checked.
+  WARN("ASan build: RSS growth (" << growth(rss_end, rss) << " bytes) not checked");
+#else
   CHECK(growth(rss_end, rss) < kMaxGrowth);
+#endif
   CHECK(std::isfinite(loss));
 }
