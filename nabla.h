@@ -19,6 +19,7 @@
 #include "nn/container.h"
 #include "nn/gru.h"
 #include "nn/init.h"
+#include "nn/inspect.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/module.h"

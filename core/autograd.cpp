@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "core/inspect/instrument.h"
+#include "core/inspect/scope.h"
 #include "core/live_objects.h"
 #include "core/strided_loop.h"
 
@@ -22,11 +23,26 @@ bool GradMode::enabled() { return grad_mode_enabled; }
 void GradMode::set_enabled(bool on) { grad_mode_enabled = on; }
 bool AnomalyMode::enabled() { return anomaly_enabled.load(std::memory_order_relaxed); }
 void AnomalyMode::set_enabled(bool on) { anomaly_enabled.store(on); }
+bool anomaly_checks_enabled() { return AnomalyMode::enabled() || inspect::recording_non_finite(); }
+
+void on_non_finite_gradient(const Node& node, size_t input, const Tensor& grad) {
+  if (inspect::recording_non_finite()) inspect::detail::note_non_finite(node, input, grad);
+  if (!AnomalyMode::enabled()) return;
+  std::string scope;
+  if (node.module_scope) scope = fmt::format(", module '{}'", node.module_scope->display());
+  throw AutogradError(fmt::format(
+      "anomaly: {} (forward op '{}'{}, sequence #{}) produced a non-finite gradient for its "
+      "input {} of shape {}",
+      node.name(), node.forward_op(), scope, node.sequence_nr(), input, shape_str(grad.shape())));
+}
 
 // ----------------------------------------------------------------------------
 // Node
 
-Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+// module_scope: a null pointer copy unless a module scope is being recorded (nn/inspect.h).
+Node::Node()
+    : module_scope(inspect::current_module_scope()),
+      sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
   detail::live_nodes.add(1);
 }
 
@@ -49,8 +65,10 @@ Node::~Node() {
   draining = false;
 }
 
-std::string Node::forward_op() const {
-  std::string n = name();
+std::string Node::forward_op() const { return forward_op_name(name()); }
+
+std::string forward_op_name(const std::string& node_name) {
+  std::string n = node_name;
   if (n.size() > 8 && n.compare(n.size() - 8, 8, "Backward") == 0) n.resize(n.size() - 8);
   std::string out;
   for (size_t i = 0; i < n.size(); ++i) {
@@ -72,15 +90,24 @@ void Node::release_saved() {
 // ----------------------------------------------------------------------------
 // SavedTensor
 
-SavedTensor::SavedTensor(Node* owner) : owner_(owner) { owner_->saved_.push_back(this); }
+SavedTensor::SavedTensor(Node* owner, const char* name) : owner_(owner), name_(name) {
+  owner_->saved_.push_back(this);
+}
 
 void SavedTensor::save(const Tensor& t, bool is_output) {
   if (!t.defined()) return;
   version_ = t.storage()->version();
   is_output_ = is_output;
   if (is_output) {
-    // Keep the data, not the autograd link: the output's grad_fn is our owner.
-    data_ = t.detach().impl_ptr();
+    // Keep the data, not the autograd link: the output's grad_fn is our owner. (Built by hand,
+    // not with detach(): a gradient report would take that for a cut.)
+    auto d = std::make_shared<TensorImpl>();
+    d->storage = t.storage();
+    d->dtype = t.dtype();
+    d->shape = t.shape();
+    d->strides = t.strides();
+    d->offset = t.offset();
+    data_ = std::move(d);
     output_fn_ = owner_->weak_from_this();
   } else {
     data_ = t.impl_ptr();
@@ -138,6 +165,7 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 }
 
 void connect_inputs(Node& node, std::initializer_list<const Tensor*> inputs) {
+  if (inspect::recording_cuts()) inspect::detail::note_connect(node, inputs);
   node.next.reserve(inputs.size());
   node.input_shapes.reserve(inputs.size());
   node.input_dtypes.reserve(inputs.size());

@@ -3,20 +3,26 @@
 //
 // Rules every op follows:
 //   - a node has exactly one output (the op's result) and one edge per input;
-//   - it saves only what its formula needs, as SavedTensor fields declared `SavedTensor x{this};`;
+//   - it saves only what its formula needs, as SavedTensor fields declared `SavedTensor x{this,
+//   "x"};`;
 //   - backward returns one gradient per input, in the *output's* broadcast shape if it likes:
 //     the engine sums it down to the input's shape (broadcasting is undone once, there).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
+#include "core/inspect/cuts.h"
 #include "core/tensor.h"
 
 namespace nabla {
 
 class SavedTensor;
+namespace inspect {
+struct ModuleScope;
+}
 
 struct Edge {
   std::shared_ptr<Node> fn;  // null when that input needs no gradient
@@ -54,6 +60,8 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
   std::vector<GradHook> pre_hooks;  // hooks on the output tensor (a non-leaf)
+  // The module whose forward created this node (core/inspect/scope.h); null outside modules.
+  std::shared_ptr<const inspect::ModuleScope> module_scope;
 
  private:
   friend class SavedTensor;
@@ -64,9 +72,10 @@ class Node : public std::enable_shared_from_this<Node> {
 // A tensor kept for backward. Remembers the storage version at save time: if an in-place op
 // changed it afterwards, get() throws naming the node. An op's own output is saved without a
 // strong reference to the node (that would be a shared_ptr cycle and leak the graph).
+// `name` is the field's name in the node, for graph pictures (a string literal, not copied).
 class SavedTensor {
  public:
-  explicit SavedTensor(Node* owner);
+  explicit SavedTensor(Node* owner, const char* name = nullptr);
   SavedTensor(const SavedTensor&) = delete;
   SavedTensor& operator=(const SavedTensor&) = delete;
 
@@ -77,8 +86,12 @@ class SavedTensor {
   // The saved data without the in-place check, null once released (for inspect tools).
   const std::shared_ptr<TensorImpl>& peek() const { return data_; }
 
+  const char* name() const { return name_; }  // null if the op gave none
+  bool released() const { return released_; }
+
  private:
   Node* owner_;
+  const char* name_;
   std::shared_ptr<TensorImpl> data_;
   std::weak_ptr<Node> output_fn_;
   uint64_t version_ = 0;
@@ -152,19 +165,32 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t);
 
 template <class N, class... Args>
 std::shared_ptr<N> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args) {
-  if (!GradMode::enabled() || !any_requires_grad(inputs)) return nullptr;
+  if (!GradMode::enabled()) {
+    // A gradient report is recording: an input that requires grad is cut here (no-grad mode).
+    if (inspect::recording_cuts()) inspect::detail::note_no_grad_op(typeid(N), inputs);
+    return nullptr;
+  }
+  if (!any_requires_grad(inputs)) return nullptr;
   auto node = std::make_shared<N>(std::forward<Args>(args)...);
   connect_inputs(*node, inputs);
   return node;
 }
 
 // --- anomaly mode ----------------------------------------------------------------
-// When on, every gradient a node produces is checked for NaN/Inf; the error names the node and
-// the forward op that created it.
+// When on, every gradient a node produces is checked for NaN/Inf; the error names the node, the
+// forward op that created it and the module scope it ran in.
 struct AnomalyMode {
   static bool enabled();
   static void set_enabled(bool on);
 };
+// True when the engine checks gradients for NaN/Inf: AnomalyMode, or a gradient report
+// recording on this thread (core/inspect/cuts.h).
+bool anomaly_checks_enabled();
+// The engine's answer to a non-finite gradient `grad` that `node` produced for input `input`:
+// an active recorder keeps the first one; under AnomalyMode it throws AutogradError.
+void on_non_finite_gradient(const Node& node, size_t input, const Tensor& grad);
+// "tanh" for "TanhBackward", "max_all" for "MaxAllBackward".
+std::string forward_op_name(const std::string& node_name);
 class AnomalyGuard {
  public:
   AnomalyGuard() : prev_(AnomalyMode::enabled()) { AnomalyMode::set_enabled(true); }

@@ -158,7 +158,7 @@ Tensor run_pre_hooks(const Node& node, Tensor grad) {
 // of its input's buffer (Node::backward_into), instead of returning a zero-filled full-size
 // tensor to be summed. Returns false when the shortcut does not apply.
 bool try_backward_into(Graph& graph, Node& node, const Tensor& grad, const Options& options) {
-  if (options.create_graph || AnomalyMode::enabled() || node.next.size() != 1 || !node.next[0].fn)
+  if (options.create_graph || anomaly_checks_enabled() || node.next.size() != 1 || !node.next[0].fn)
     return false;
   NodeTask& input = graph.at(node.next[0].fn.get());
   if (!input.receives || !input.grad.defined() || !input.grad.is_contiguous() ||
@@ -213,11 +213,7 @@ Tensor input_gradient(const Node& node, size_t i, Tensor g) {
     throw AutogradError(fmt::format("{}: gradient {} has dtype {} but the input is {}", node.name(),
                                     i, dtype_name(g.dtype()), dtype_name(node.input_dtypes[i])));
   if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
-  if (AnomalyMode::enabled() && has_non_finite(g))
-    throw AutogradError(fmt::format(
-        "anomaly: {} (forward op '{}', sequence #{}) produced a non-finite gradient for its "
-        "input {} of shape {}",
-        node.name(), node.forward_op(), node.sequence_nr(), i, shape_str(g.shape())));
+  if (anomaly_checks_enabled() && has_non_finite(g)) on_non_finite_gradient(node, i, g);
   return g;
 }
 
@@ -269,6 +265,7 @@ namespace autograd {
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
               bool retain_graph, bool create_graph) {
+  inspect::PauseCutRecording not_the_forward;  // backward formulas are not cuts (inspect/cuts.h)
   const std::unordered_set<Node*> no_capture;
   run_engine(outputs, grad_outputs, {retain_graph || create_graph, create_graph, no_capture});
 }
@@ -276,6 +273,7 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph,
                          bool create_graph, bool allow_unused) {
+  inspect::PauseCutRecording not_the_forward;
   std::unordered_set<Node*> capture;
   std::vector<std::shared_ptr<Node>> targets;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -53,11 +53,19 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
-int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim) {
-  int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+int64_t normalize_dim(const char* op, int64_t dim, const Shape& shape, int64_t inserted) {
+  const int64_t nd = static_cast<int64_t>(shape.size()) + inserted;
+  const int64_t lo = nd == 0 ? -1 : -nd, hi = nd == 0 ? 0 : nd - 1;
   if (dim < lo || dim > hi)
-    throw ShapeError(fmt::format("{}: dim {} out of range for a tensor of {} dims", op, dim, ndim));
-  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+    throw ShapeError(fmt::format("{}: dim {} is out of range [{}, {}] for input of shape {}", op,
+                                 dim, lo, hi, shape_str(shape)));
+  return dim < 0 ? dim + std::max<int64_t>(nd, 1) : dim;
+}
+
+int64_t existing_dim(const char* op, int64_t dim, const Shape& shape) {
+  if (shape.empty())
+    throw ShapeError(fmt::format("{}: dim {} of a 0-d tensor (shape ()): it has no dims", op, dim));
+  return normalize_dim(op, dim, shape);
 }
 
 }  // namespace nabla

@@ -19,7 +19,12 @@ int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 // Broadcast two shapes (NumPy rules) or throw ShapeError naming `op` and both shapes.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
-// Wrap a possibly negative dim into [0, ndim) or throw naming `op`.
-int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim);
+// The one dim normaliser: dim wrapped into [0, ndim) for a tensor of `shape` (a 0-d tensor
+// accepts 0 and -1, like PyTorch), or a ShapeError naming op, the dim and the shape. An op that
+// inserts a dim (unsqueeze, stack) passes inserted = 1: the new dim may stand at 0..ndim.
+int64_t normalize_dim(const char* op, int64_t dim, const Shape& shape, int64_t inserted = 0);
+// normalize_dim for an op that reads the dim's size or stride (size, select, narrow, ...): a 0-d
+// tensor has no dim to read, so it is a ShapeError there.
+int64_t existing_dim(const char* op, int64_t dim, const Shape& shape);
 
 }  // namespace nabla

@@ -17,11 +17,11 @@ TensorImpl& Tensor::impl() const {
 }
 
 int64_t Tensor::size(int64_t d) const {
-  return shape()[static_cast<size_t>(normalize_dim("size", d, dim()))];
+  return shape()[static_cast<size_t>(existing_dim("size", d, shape()))];
 }
 
 int64_t Tensor::stride(int64_t d) const {
-  return strides()[static_cast<size_t>(normalize_dim("stride", d, dim()))];
+  return strides()[static_cast<size_t>(existing_dim("stride", d, shape()))];
 }
 
 bool Tensor::is_contiguous() const {
@@ -104,6 +104,9 @@ struct ToBackward final : Node {
 
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
+  if (!is_floating(dt) && inspect::recording_cuts())
+    inspect::detail::note_cut(inspect::CutKind::NonDifferentiable,
+                              std::string("to(") + dtype_name(dt) + ")", {this});
   Tensor y = empty(shape(), dt);
   copy_kernel(y, *this);
   if (is_floating(dt) && is_floating(dtype()))
@@ -144,6 +147,34 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 // ----------------------------------------------------------------------------
+// Metadata changes in place, for code that owns the tensor (see tensor.h): the only writes to
+// TensorImpl's fields outside core.
+
+void reshape_fresh_(Tensor& fresh, const Shape& shape) {
+  // (is_contiguous() is false for some empty tensors made contiguous: (2, 0) has strides (1, 1).)
+  const bool contiguous = fresh.numel() == 0 || fresh.is_contiguous();
+  if (!contiguous || fresh.grad_fn() || fresh.is_view())
+    throw ValueError(fmt::format(
+        "reshape_fresh_: expects a fresh contiguous result with no history, got shape {}{}",
+        shape_str(fresh.shape()), fresh.grad_fn() ? " with a grad_fn" : ""));
+  if (shape_numel(shape) != fresh.numel())
+    throw ShapeError(fmt::format("reshape_fresh_: shape {} does not hold the {} elements of {}",
+                                 shape_str(shape), fresh.numel(), shape_str(fresh.shape())));
+  fresh.impl().shape = shape;
+  fresh.impl().strides = contiguous_strides(shape);
+}
+
+void set_data_(Tensor& t, const Tensor& data) {
+  TensorImpl& impl = t.impl();
+  impl.storage = data.storage();
+  impl.dtype = data.dtype();
+  impl.shape = data.shape();
+  impl.strides = data.strides();
+  impl.offset = data.offset();
+  impl.grad.reset();
+}
+
+// ----------------------------------------------------------------------------
 // autograd entry points
 
 Tensor& Tensor::requires_grad_(bool value) {
@@ -168,6 +199,7 @@ void Tensor::set_grad(const Tensor& g) {
 }
 
 Tensor Tensor::detach() const {
+  if (inspect::recording_cuts()) inspect::detail::note_detach(*this);  // a gradient report
   auto d = std::make_shared<TensorImpl>();
   d->storage = storage();
   d->dtype = dtype();

@@ -60,6 +60,7 @@ class Tensor {
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
+  bool is_view() const { return impl().is_view; }  // shares storage with a tensor with history
 
   // Typed pointer to element [0, ..., 0]; throws DTypeError if T does not match.
   template <class T>
@@ -115,6 +116,16 @@ class Tensor {
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// --- metadata changes in place, for code that owns the tensor ------------------
+// Gives `fresh`, a contiguous result a kernel just made (no history, not a view), a new shape of
+// as many elements, in place: no new TensorImpl and no view node, so it stays an ordinary tensor
+// that in-place ops may modify (linear computes (M, out) and returns (..., out)).
+void reshape_fresh_(Tensor& fresh, const Shape& shape);
+// Points t's TensorImpl at data's storage, dtype, shape, strides and offset and drops t.grad,
+// which no longer fits; PyTorch's `t.data = data`. Every handle to t sees the new data (a module
+// converting its parameters while an optimizer holds them).
+void set_data_(Tensor& t, const Tensor& data);
 
 // --- factories ---------------------------------------------------------------
 class Generator;

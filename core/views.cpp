@@ -130,7 +130,7 @@ Tensor Tensor::squeeze() const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   if (dim() == 0) return view_as_shape(*this, shape(), strides());
-  auto i = static_cast<size_t>(normalize_dim("squeeze", d, dim()));
+  auto i = static_cast<size_t>(normalize_dim("squeeze", d, shape()));
   if (shape()[i] != 1) return view_as_shape(*this, shape(), strides());
   Shape s = shape(), st = strides();
   s.erase(s.begin() + static_cast<int64_t>(i));
@@ -139,7 +139,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
-  auto i = static_cast<size_t>(normalize_dim("unsqueeze", d, dim() + 1));
+  auto i = static_cast<size_t>(normalize_dim("unsqueeze", d, shape(), 1));
   Shape s = shape(), st = strides();
   // Any stride addresses a size-1 dim; the row-major one unless it overflows (size-0 tensors).
   int64_t stride_here = 1;
@@ -151,8 +151,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
-  int64_t s = normalize_dim("flatten", start_dim, dim());
-  int64_t e = normalize_dim("flatten", end_dim, dim());
+  int64_t s = normalize_dim("flatten", start_dim, shape());
+  int64_t e = normalize_dim("flatten", end_dim, shape());
   if (s > e)
     throw ShapeError(fmt::format("flatten: start_dim {} is after end_dim {}", start_dim, end_dim));
   Shape out(shape().begin(), shape().begin() + s);
@@ -169,7 +169,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::unflatten(int64_t d, const Shape& sizes) const {
-  auto i = normalize_dim("unflatten", d, dim());
+  auto i = existing_dim("unflatten", d, shape());
   Shape inner = infer_shape("unflatten", sizes, shape()[static_cast<size_t>(i)], {shape()[i]});
   Shape out(shape().begin(), shape().begin() + i);
   out.insert(out.end(), inner.begin(), inner.end());
@@ -195,7 +195,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   std::vector<int64_t> norm(dims.size()), inverse(dims.size(), -1);
   Shape s(dims.size()), st(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
-    norm[i] = normalize_dim("permute", dims[i], dim());
+    norm[i] = normalize_dim("permute", dims[i], shape());
     auto src = static_cast<size_t>(norm[i]);
     if (inverse[src] != -1)
       throw ShapeError(fmt::format("permute: dim {} repeated in the permutation", norm[i]));
@@ -212,8 +212,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   if (dim() == 0) return permute({});
   std::vector<int64_t> perm(static_cast<size_t>(dim()));
   std::iota(perm.begin(), perm.end(), 0);
-  std::swap(perm[static_cast<size_t>(normalize_dim("transpose", d0, dim()))],
-            perm[static_cast<size_t>(normalize_dim("transpose", d1, dim()))]);
+  std::swap(perm[static_cast<size_t>(normalize_dim("transpose", d0, shape()))],
+            perm[static_cast<size_t>(normalize_dim("transpose", d1, shape()))]);
   return permute(perm);
 }
 
@@ -292,7 +292,7 @@ struct SliceBackward final : Node {
 };
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-  auto i = static_cast<size_t>(normalize_dim("slice", d, dim()));
+  auto i = static_cast<size_t>(existing_dim("slice", d, shape()));
   if (step <= 0) throw ValueError(fmt::format("slice: step must be positive, got {}", step));
   const int64_t n = shape()[i];
   if (start < 0) start += n;
@@ -315,7 +315,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-  auto i = static_cast<size_t>(normalize_dim("narrow", d, dim()));
+  auto i = static_cast<size_t>(existing_dim("narrow", d, shape()));
   const int64_t n = shape()[i];
   const int64_t begin = start < 0 ? start + n : start;
   if (begin < 0 || begin > n || length < 0 || length > n - begin)
@@ -345,7 +345,7 @@ struct SelectBackward final : Node {
 };
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
-  auto i = static_cast<size_t>(normalize_dim("select", d, dim()));
+  auto i = static_cast<size_t>(existing_dim("select", d, shape()));
   const int64_t n = shape()[i];
   if (index < -n || index >= n)
     throw ShapeError(

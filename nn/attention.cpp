@@ -96,7 +96,7 @@ Tensor AttentionScorer::attend(const Tensor& scores, const Tensor& values,
                                const AttentionMask& mask) {
   Tensor weights = masked_attention_softmax(scores, mask, name().c_str());  // (B, Q, K)
   weights_ = weights.detach();
-  return matmul(dropout_->forward(weights), values);  // (B, Q, dv)
+  return matmul((*dropout_)(weights), values);  // (B, Q, dv)
 }
 
 // ----------------------------------------------------------------------------
@@ -112,10 +112,10 @@ AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64
 }
 
 Tensor AdditiveAttention::scores(const Tensor& queries, const Tensor& keys) const {
-  Tensor q = W_q_->forward(queries);                        // (B, Q, h)
-  Tensor k = W_k_->forward(keys);                           // (B, K, h)
+  Tensor q = (*W_q_)(queries);                              // (B, Q, h)
+  Tensor k = (*W_k_)(keys);                                 // (B, K, h)
   Tensor features = tanh(q.unsqueeze(2) + k.unsqueeze(1));  // (B, Q, K, h)
-  return w_v_->forward(features).squeeze(-1);               // (B, Q, K)
+  return (*w_v_)(features).squeeze(-1);                     // (B, Q, K)
 }
 
 Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
@@ -241,11 +241,11 @@ LocationBasedAttention::Result LocationBasedAttention::forward(const Tensor& Q, 
                     "got {}, {}, {}",
                     query_size_, key_size_, value_size1_, value_size2_, shape_str(Q.shape()),
                     shape_str(K.shape()), shape_str(V.shape())));
-  Tensor q0 = Q.select(0, 0), k0 = K.select(0, 0);                       // (N, q), (N, k)
-  Tensor attn_weights = softmax(attn_->forward(cat({q0, k0}, -1)), -1);  // (N, value_size1)
-  Tensor attn_applied = matmul(attn_weights.unsqueeze(0), V);            // (1, N, value_size2)
-  Tensor output = cat({q0, attn_applied.select(0, 0)}, -1);              // (N, q + value_size2)
-  output = attn_combine_->forward(output).unsqueeze(0);                  // (1, N, output_size)
+  Tensor q0 = Q.select(0, 0), k0 = K.select(0, 0);                 // (N, q), (N, k)
+  Tensor attn_weights = softmax((*attn_)(cat({q0, k0}, -1)), -1);  // (N, value_size1)
+  Tensor attn_applied = matmul(attn_weights.unsqueeze(0), V);      // (1, N, value_size2)
+  Tensor output = cat({q0, attn_applied.select(0, 0)}, -1);        // (N, q + value_size2)
+  output = (*attn_combine_)(output).unsqueeze(0);                  // (1, N, output_size)
   return {output, attn_weights};
 }
 

@@ -76,7 +76,7 @@ class AdditiveAttention : public AttentionScorer {
                  const AttentionMask& mask = {});
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
                     const AttentionMask& mask = {}) {
-    return forward(queries, keys, values, mask);
+    return call(&AdditiveAttention::forward, queries, keys, values, mask);
   }
   // Scores (B, Q, K) before masking.
   Tensor scores(const Tensor& queries, const Tensor& keys) const;
@@ -94,7 +94,7 @@ class DotProductAttention : public AttentionScorer {
                  const AttentionMask& mask = {});
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
                     const AttentionMask& mask = {}) {
-    return forward(queries, keys, values, mask);
+    return call(&DotProductAttention::forward, queries, keys, values, mask);
   }
   Tensor scores(const Tensor& queries, const Tensor& keys) const;
   bool scaled() const { return scaled_; }
@@ -118,7 +118,7 @@ class ConcatLinearAttention : public AttentionScorer {
                  const AttentionMask& mask = {});
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
                     const AttentionMask& mask = {}) {
-    return forward(queries, keys, values, mask);
+    return call(&ConcatLinearAttention::forward, queries, keys, values, mask);
   }
   Tensor scores(const Tensor& queries, const Tensor& keys) const;
 
@@ -139,7 +139,7 @@ class ConcatTanhSumAttention : public AttentionScorer {
                  const AttentionMask& mask = {});
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
                     const AttentionMask& mask = {}) {
-    return forward(queries, keys, values, mask);
+    return call(&ConcatTanhSumAttention::forward, queries, keys, values, mask);
   }
   Tensor scores(const Tensor& queries, const Tensor& keys) const;
 
@@ -161,12 +161,13 @@ class LocationBasedAttention : public Module {
   struct Result {
     Tensor output;   // (1, N, output_size)
     Tensor weights;  // (N, value_size1), with history
+    friend std::vector<Tensor*> module_outputs(Result& r) { return {&r.output, &r.weights}; }
   };
   LocationBasedAttention(int64_t query_size, int64_t key_size, int64_t value_size1,
                          int64_t value_size2, int64_t output_size, DType dtype = kFloat32);
   Result forward(const Tensor& Q, const Tensor& K, const Tensor& V) const;
   Result operator()(const Tensor& Q, const Tensor& K, const Tensor& V) const {
-    return forward(Q, K, V);
+    return call(&LocationBasedAttention::forward, Q, K, V);
   }
 
  private:

@@ -16,7 +16,7 @@ class NadarayaWatson : public Module {
   NadarayaWatson() : Module("NadarayaWatson") {}
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values);
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values) {
-    return forward(queries, keys, values);
+    return call(&NadarayaWatson::forward, queries, keys, values);
   }
   // (Q, K) weights of the last forward, detached.
   const Tensor& attention_weights() const { return weights_; }
@@ -31,7 +31,7 @@ class NWKernelRegression : public Module {
   explicit NWKernelRegression(DType dtype = kFloat32, Generator& gen = default_generator());
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values);
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values) {
-    return forward(queries, keys, values);
+    return call(&NWKernelRegression::forward, queries, keys, values);
   }
   const Tensor& w() const { return w_; }
   const Tensor& attention_weights() const { return weights_; }

@@ -38,13 +38,19 @@ class Sequential : public Module {
     M* raw = module.get();  // owned by the children list for this container's lifetime
     register_module(std::to_string(items_.size()), module);
     items_.push_back(module);
-    steps_.push_back([raw](const Tensor& x) -> Tensor { return raw->forward(x); });
+    // Through operator() when the module has one (hooks and scopes), as PyTorch calls children.
+    steps_.push_back([raw](const Tensor& x) -> Tensor {
+      if constexpr (requires { (*raw)(x); })
+        return (*raw)(x);
+      else
+        return raw->forward(x);
+    });
     return module;
   }
 
   // Applies every module in order (the identity when empty).
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&Sequential::forward, x); }
 
   size_t size() const { return items_.size(); }
   const std::shared_ptr<Module>& operator[](size_t i) const;

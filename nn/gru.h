@@ -28,6 +28,7 @@ class GRU : public Module {
   struct Output {
     Tensor output;  // (T, B, H), or (B, T, H) if batch_first; (T, H) for an unbatched input
     Tensor h_n;     // (num_layers, B, H); (num_layers, H) for an unbatched input
+    friend std::vector<Tensor*> module_outputs(Output& o) { return {&o.output, &o.h_n}; }
   };
 
   // Parameters per layer l: weight_ih_l{l} (3H, in), weight_hh_l{l} (3H, H), bias_ih_l{l} (3H),
@@ -40,7 +41,9 @@ class GRU : public Module {
   // x (T, B, input_size) (or (B, T, input_size) if batch_first, or unbatched (T, input_size));
   // h0 (num_layers, B, H) or (num_layers, H) unbatched, zeros if undefined.
   Output forward(const Tensor& x, const Tensor& h0 = Tensor()) const;
-  Output operator()(const Tensor& x, const Tensor& h0 = Tensor()) const { return forward(x, h0); }
+  Output operator()(const Tensor& x, const Tensor& h0 = Tensor()) const {
+    return call(&GRU::forward, x, h0);
+  }
 
   // Re-draws every parameter from U(-1/sqrt(H), 1/sqrt(H)).
   void reset_parameters(Generator& gen = default_generator());

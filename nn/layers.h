@@ -17,7 +17,7 @@ class LayerNorm : public Module {
             DType dtype = kFloat32);
   explicit LayerNorm(int64_t size, double eps = 1e-5) : LayerNorm(Shape{size}, eps) {}
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&LayerNorm::forward, x); }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
   double eps() const { return eps_; }
@@ -35,7 +35,7 @@ class Embedding : public Module {
   Embedding(int64_t num_embeddings, int64_t embedding_dim,
             std::optional<int64_t> padding_idx = std::nullopt, DType dtype = kFloat32);
   Tensor forward(const Tensor& indices) const;  // int64 (...) -> (..., embedding_dim)
-  Tensor operator()(const Tensor& indices) const { return forward(indices); }
+  Tensor operator()(const Tensor& indices) const { return call(&Embedding::forward, indices); }
   const Tensor& weight() const { return weight_; }
 
  private:
@@ -49,7 +49,7 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&Dropout::forward, x); }
   void set_generator(Generator& gen) { gen_ = &gen; }
   double p() const { return p_; }
 
@@ -63,7 +63,7 @@ class GELU : public Module {
   explicit GELU(GeluApproximate approximate = GeluApproximate::None)
       : Module("GELU"), approximate_(approximate) {}
   Tensor forward(const Tensor& x) const { return gelu(x, approximate_); }
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&GELU::forward, x); }
 
  private:
   GeluApproximate approximate_;
@@ -73,7 +73,7 @@ class SiLU : public Module {
  public:
   SiLU() : Module("SiLU") {}
   Tensor forward(const Tensor& x) const { return silu(x); }
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&SiLU::forward, x); }
 };
 
 }  // namespace nabla::nn

@@ -47,6 +47,7 @@ Tensor Linear::forward(const Tensor& x) const {
 }
 
 Tensor Linear::forward_activation(const Tensor& x, LinearActivation act) const {
+  ScopeEntry scope = enter_scope();  // grouped with this module in graph pictures; no hooks
   check_input(x);
   return linear_activation(x, weight_, bias_, act);
 }

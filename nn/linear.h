@@ -16,7 +16,7 @@ class Linear : public Module {
 
   // x (..., in) -> (..., out).
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&Linear::forward, x); }
   // act(forward(x)) as one fused op (ops/linear.h: linear_activation).
   Tensor forward_activation(const Tensor& x, LinearActivation act) const;
 

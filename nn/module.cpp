@@ -235,13 +235,7 @@ void Module::to(DType dt) {
     if (!is_floating(t.dtype()) || t.dtype() == dt) continue;
     // NOTE: swap the storage under the existing TensorImpl, as PyTorch's `param.data = ...`,
     // so every handle to the parameter (an optimizer's list) sees the converted tensor.
-    Tensor converted = t.detach().to(dt);
-    TensorImpl& impl = t.impl();
-    impl.storage = converted.storage();
-    impl.dtype = dt;
-    impl.strides = converted.strides();
-    impl.offset = converted.offset();
-    impl.grad.reset();
+    set_data_(t, t.detach().to(dt));
   }
 }
 

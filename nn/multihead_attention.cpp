@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <limits>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -23,6 +22,7 @@
 #include "ops/dropout.h"
 #include "ops/linalg.h"
 #include "ops/linear.h"
+#include "ops/math_constants.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
@@ -108,8 +108,7 @@ MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool b
     return {logical_not(ignore), MaskKind::Bool};
   }
   if (ignore.defined())
-    additive = add(additive, masked_fill(zeros(ignore.shape(), dt), ignore,
-                                         -std::numeric_limits<double>::infinity()));
+    additive = add(additive, masked_fill(zeros(ignore.shape(), dt), ignore, kNegInf<double>));
   return {additive, MaskKind::Additive};
 }
 
@@ -241,7 +240,7 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   }
   ctx = batch_first_ ? ctx.permute({0, 2, 1, 3}).reshape({B, L, E})
                      : ctx.permute({2, 0, 1, 3}).reshape({L, B, E});
-  MhaOutput out{out_proj_->forward(ctx), Tensor()};
+  MhaOutput out{(*out_proj_)(ctx), Tensor()};
   if (o.need_weights) out.weights = o.average_attn_weights ? mean(attn, {1}) : attn;
   if (!batched) {
     out.output = out.output.squeeze(bdim);

@@ -43,6 +43,7 @@ struct MhaOutput {
   Tensor output;   // (B, L, E) batch_first, else (L, B, E); (L, E) for unbatched input
   Tensor weights;  // see MhaOptions::average_attn_weights; undefined unless need_weights
 };
+inline std::vector<Tensor*> module_outputs(MhaOutput& o) { return {&o.output, &o.weights}; }
 
 class MultiheadAttention : public Module {
  public:
@@ -56,7 +57,7 @@ class MultiheadAttention : public Module {
                     const MhaOptions& options = {}) const;
   MhaOutput operator()(const Tensor& query, const Tensor& key, const Tensor& value,
                        const MhaOptions& options = {}) const {
-    return forward(query, key, value, options);
+    return call(&MultiheadAttention::forward, query, key, value, options);
   }
 
   // PyTorch's init: xavier_uniform_ on the input projections, zero biases; out_proj.weight keeps

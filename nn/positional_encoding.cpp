@@ -55,7 +55,7 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double dropout, int64_t 
 
 Tensor PositionalEncoding::forward(const Tensor& x) const {
   check_input("PositionalEncoding", x, d_model_, max_len_, P_.dtype());
-  return dropout_->forward(add(x, P_.narrow(1, 0, x.size(1))));
+  return (*dropout_)(add(x, P_.narrow(1, 0, x.size(1))));
 }
 
 LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t max_len, int64_t d_model,
@@ -69,7 +69,7 @@ LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t max_len, int64_t d_
 
 Tensor LearnedPositionalEncoding::forward(const Tensor& x) const {
   check_input("LearnedPositionalEncoding", x, d_model_, max_len_, weight_.dtype());
-  return dropout_->forward(add(x, weight_.narrow(1, 0, x.size(1))));
+  return (*dropout_)(add(x, weight_.narrow(1, 0, x.size(1))));
 }
 
 }  // namespace nabla::nn

@@ -20,7 +20,7 @@ class PositionalEncoding : public Module {
   PositionalEncoding(int64_t d_model, double dropout, int64_t max_len = 1000);
   // x (B, T, d_model) with T <= max_len -> (B, T, d_model).
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&PositionalEncoding::forward, x); }
   const Tensor& table() const { return P_; }  // (1, max_len, d_model)
   const std::shared_ptr<Dropout>& dropout() const { return dropout_; }
 
@@ -37,7 +37,7 @@ class LearnedPositionalEncoding : public Module {
   LearnedPositionalEncoding(int64_t max_len, int64_t d_model, double dropout);
   // x (B, T, d_model) with T <= max_len -> (B, T, d_model).
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&LearnedPositionalEncoding::forward, x); }
   const Tensor& weight() const { return weight_; }
   const std::shared_ptr<Dropout>& dropout() const { return dropout_; }
 

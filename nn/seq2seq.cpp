@@ -35,8 +35,8 @@ Seq2SeqEncoder::Seq2SeqEncoder(int64_t vocab_size, int64_t embed_size, int64_t n
 
 GRU::Output Seq2SeqEncoder::forward(const Tensor& X) const {
   check_tokens("Seq2SeqEncoder", "the source", X);
-  Tensor emb = embedding_->forward(X);        // (B, S, E)
-  return rnn_->forward(emb.transpose(0, 1));  // (S, B, H), (L, B, H)
+  Tensor emb = (*embedding_)(X);        // (B, S, E)
+  return (*rnn_)(emb.transpose(0, 1));  // (S, B, H), (L, B, H)
 }
 
 // ----------------------------------------------------------------------------
@@ -89,20 +89,20 @@ Tensor AttentionDecoder::forward(const Tensor& X, DecoderState& state) {
                     state.enc_outputs.defined() ? shape_str(state.enc_outputs.shape())
                                                 : std::string("(undefined)")));
   const AttentionMask mask(state.enc_valid_lens);
-  Tensor emb = embedding_->forward(X);  // (B, T, E)
+  Tensor emb = (*embedding_)(X);  // (B, T, E)
   step_weights_.clear();
   std::vector<Tensor> outputs;
   for (int64_t t = 0; t < T; ++t) {
     Tensor query = state.hidden.select(0, -1).unsqueeze(1);  // (B, 1, H)
-    Tensor context = attention_->forward(query, state.enc_outputs, state.enc_outputs, mask);
+    Tensor context = (*attention_)(query, state.enc_outputs, state.enc_outputs, mask);
     Tensor x = cat({context, emb.narrow(1, t, 1)}, -1);  // (B, 1, H + E)
-    GRU::Output step = rnn_->forward(x.transpose(0, 1), state.hidden);
+    GRU::Output step = (*rnn_)(x.transpose(0, 1), state.hidden);
     state.hidden = step.h_n;         // (L, B, H)
     outputs.push_back(step.output);  // (1, B, H)
     step_weights_.push_back(attention_->attention_weights());
   }
   if (T == 0) return zeros({B, 0, vocab_size()}, dense_->weight().dtype());
-  return dense_->forward(cat(outputs, 0)).transpose(0, 1);  // (B, T, vocab)
+  return (*dense_)(cat(outputs, 0)).transpose(0, 1);  // (B, T, vocab)
 }
 
 Tensor AttentionDecoder::attention_weights() const {
@@ -134,8 +134,8 @@ Tensor EncoderDecoder::forward(const Tensor& src, const Tensor& tgt_in,
   if (src.size(0) != tgt_in.size(0))
     throw ShapeError(fmt::format("EncoderDecoder: src {} and tgt_in {} differ in batch size",
                                  shape_str(src.shape()), shape_str(tgt_in.shape())));
-  DecoderState state = decoder_->init_state(encoder_->forward(src), src_valid_lens);
-  return decoder_->forward(tgt_in, state);
+  DecoderState state = decoder_->init_state((*encoder_)(src), src_valid_lens);
+  return (*decoder_)(tgt_in, state);
 }
 
 EncoderDecoder::Decoded EncoderDecoder::greedy_decode(const Tensor& src, int64_t src_valid_len,
@@ -159,14 +159,14 @@ EncoderDecoder::Decoded EncoderDecoder::greedy_decode(const Tensor& src, int64_t
   eval();
   NoGradGuard no_grad;
 
-  DecoderState state = decoder_->init_state(encoder_->forward(src.unsqueeze(0)),
+  DecoderState state = decoder_->init_state((*encoder_)(src.unsqueeze(0)),
                                             from_vector<int64_t>({src_valid_len}, {1}));
   Decoded result;
   std::vector<Tensor> rows;
   Tensor dec_x = from_vector<int64_t>({bos}, {1, 1});
   for (int64_t step = 0; step < max_len; ++step) {
-    Tensor logits = decoder_->forward(dec_x, state);  // (1, 1, V)
-    dec_x = argmax(logits, 2);                        // (1, 1)
+    Tensor logits = (*decoder_)(dec_x, state);  // (1, 1, V)
+    dec_x = argmax(logits, 2);                  // (1, 1)
     const auto token = dec_x.item<int64_t>();
     rows.push_back(decoder_->attention_weights().reshape({1, -1}));  // (1, S)
     if (token == eos) break;

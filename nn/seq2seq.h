@@ -23,7 +23,7 @@ class Seq2SeqEncoder : public Module {
                  double dropout = 0, DType dtype = kFloat32);
   // X (B, S) int64 tokens -> output (S, B, H) and h_n (num_layers, B, H).
   GRU::Output forward(const Tensor& X) const;
-  GRU::Output operator()(const Tensor& X) const { return forward(X); }
+  GRU::Output operator()(const Tensor& X) const { return call(&Seq2SeqEncoder::forward, X); }
   const Embedding& embedding() const { return *embedding_; }
   const GRU& rnn() const { return *rnn_; }
 
@@ -50,7 +50,9 @@ class AttentionDecoder : public Module {
   // X (B, T) int64 tokens (teacher forcing, or one step at a time) -> logits (B, T, vocab);
   // advances state.hidden.
   Tensor forward(const Tensor& X, DecoderState& state);
-  Tensor operator()(const Tensor& X, DecoderState& state) { return forward(X, state); }
+  Tensor operator()(const Tensor& X, DecoderState& state) {
+    return call(&AttentionDecoder::forward, X, state);
+  }
   // (B, T, S): the attention weights of every step of the last forward, detached.
   Tensor attention_weights() const;
 
@@ -76,7 +78,7 @@ class EncoderDecoder : public Module {
   // undefined -> logits (B, T, vocab).
   Tensor forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid_lens);
   Tensor operator()(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid_lens) {
-    return forward(src, tgt_in, src_valid_lens);
+    return call(&EncoderDecoder::forward, src, tgt_in, src_valid_lens);
   }
 
   struct Decoded {

@@ -27,7 +27,7 @@ PositionWiseFFN::PositionWiseFFN(int64_t d_in, int64_t d_hidden, int64_t d_out,
 }
 
 Tensor PositionWiseFFN::forward(const Tensor& x) const {
-  return dense2_->forward(apply_activation(activation_, dense1_->forward(x)));
+  return (*dense2_)(apply_activation(activation_, (*dense1_)(x)));
 }
 
 AddNorm::AddNorm(Shape normalized_shape, double dropout) : Module("AddNorm") {
@@ -39,7 +39,7 @@ Tensor AddNorm::forward(const Tensor& x, const Tensor& y) const {
   if (x.shape() != y.shape())
     throw ShapeError(fmt::format("AddNorm: x {} and y {} must have the same shape",
                                  shape_str(x.shape()), shape_str(y.shape())));
-  return ln_->forward(add(x, dropout_->forward(y)));
+  return (*ln_)(add(x, (*dropout_)(y)));
 }
 
 // ----------------------------------------------------------------------------
@@ -69,17 +69,17 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                              batch_first, norm_first}) {}
 
 Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const MhaOptions& mha) const {
-  MhaOutput r = self_attn_->forward(x, x, x, mha);
+  MhaOutput r = (*self_attn_)(x, x, x, mha);
   if (store_attention_) attention_weights_ = r.weights.detach();
-  return dropout1_->forward(r.output);
+  return (*dropout1_)(r.output);
 }
 
 Tensor TransformerEncoderLayer::ff_block(const Tensor& x) const {
   // linear1 and its activation as one fused op (the bias in the GEMM, one pass for the rest).
   const LinearActivation act =
       options_.activation == FFNActivation::GELU ? LinearActivation::GELU : LinearActivation::ReLU;
-  Tensor h = dropout_->forward(linear1_->forward_activation(x, act));
-  return dropout2_->forward(linear2_->forward(h));
+  Tensor h = (*dropout_)(linear1_->forward_activation(x, act));
+  return (*dropout2_)((*linear2_)(h));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
@@ -92,11 +92,11 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   mha.average_attn_weights = false;
   Tensor x = src;
   if (options_.norm_first) {
-    x = add(x, sa_block(norm1_->forward(x), mha));
-    return add(x, ff_block(norm2_->forward(x)));
+    x = add(x, sa_block((*norm1_)(x), mha));
+    return add(x, ff_block((*norm2_)(x)));
   }
-  x = norm1_->forward(add(x, sa_block(x, mha)));
-  return norm2_->forward(add(x, ff_block(x)));
+  x = (*norm1_)(add(x, sa_block(x, mha)));
+  return (*norm2_)(add(x, ff_block(x)));
 }
 
 // ----------------------------------------------------------------------------
@@ -130,8 +130,8 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask,
                                    const Tensor& src_key_padding_mask, bool is_causal) const {
   Tensor x = src;
   for (size_t i = 0; i < layers_->size(); ++i)
-    x = layer(i)->forward(x, mask, src_key_padding_mask, is_causal);
-  return norm_ ? norm_->forward(x) : x;
+    x = (*layer(i))(x, mask, src_key_padding_mask, is_causal);
+  return norm_ ? (*norm_)(x) : x;
 }
 
 // ----------------------------------------------------------------------------
@@ -154,10 +154,10 @@ Tensor D2lTransformerEncoderBlock::forward(const Tensor& x, const Tensor& valid_
   MhaOptions mha;
   mha.valid_lens = valid_lens;
   mha.average_attn_weights = false;
-  MhaOutput r = attention_->forward(x, x, x, mha);
+  MhaOutput r = (*attention_)(x, x, x, mha);
   attention_weights_ = r.weights.detach();
-  Tensor y = addnorm1_->forward(x, r.output);
-  return addnorm2_->forward(y, ffn_->forward(y));
+  Tensor y = (*addnorm1_)(x, r.output);
+  return (*addnorm2_)(y, (*ffn_)(y));
 }
 
 D2lTransformerEncoder::D2lTransformerEncoder(int64_t vocab_size, int64_t num_hiddens,
@@ -175,9 +175,9 @@ D2lTransformerEncoder::D2lTransformerEncoder(int64_t vocab_size, int64_t num_hid
 
 Tensor D2lTransformerEncoder::forward(const Tensor& tokens, const Tensor& valid_lens) const {
   // The embedding is scaled up by sqrt(d) so it is not drowned by the positions in [-1, 1].
-  Tensor x = pos_encoding_->forward(
-      mul(embedding_->forward(tokens), std::sqrt(static_cast<double>(num_hiddens_))));
-  for (size_t i = 0; i < blks_->size(); ++i) x = block(i)->forward(x, valid_lens);
+  Tensor x =
+      (*pos_encoding_)(mul((*embedding_)(tokens), std::sqrt(static_cast<double>(num_hiddens_))));
+  for (size_t i = 0; i < blks_->size(); ++i) x = (*block(i))(x, valid_lens);
   return x;
 }
 

@@ -30,7 +30,7 @@ class PositionWiseFFN : public Module {
   PositionWiseFFN(int64_t d_in, int64_t d_hidden, int64_t d_out,
                   FFNActivation activation = FFNActivation::ReLU);
   Tensor forward(const Tensor& x) const;  // (..., d_in) -> (..., d_out)
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return call(&PositionWiseFFN::forward, x); }
 
  private:
   FFNActivation activation_;
@@ -43,7 +43,9 @@ class AddNorm : public Module {
   AddNorm(Shape normalized_shape, double dropout);
   AddNorm(int64_t size, double dropout) : AddNorm(Shape{size}, dropout) {}
   Tensor forward(const Tensor& x, const Tensor& y) const;
-  Tensor operator()(const Tensor& x, const Tensor& y) const { return forward(x, y); }
+  Tensor operator()(const Tensor& x, const Tensor& y) const {
+    return call(&AddNorm::forward, x, y);
+  }
 
  private:
   std::shared_ptr<Dropout> dropout_;
@@ -80,7 +82,7 @@ class TransformerEncoderLayer : public Module {
                  const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false) const;
   Tensor operator()(const Tensor& src, const Tensor& src_mask = Tensor(),
                     const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false) const {
-    return forward(src, src_mask, src_key_padding_mask, is_causal);
+    return call(&TransformerEncoderLayer::forward, src, src_mask, src_key_padding_mask, is_causal);
   }
 
   // When on, forward keeps the per-head attention weights (B, H, S, S), detached, for
@@ -119,7 +121,7 @@ class TransformerEncoder : public Module {
                  const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false) const;
   Tensor operator()(const Tensor& src, const Tensor& mask = Tensor(),
                     const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false) const {
-    return forward(src, mask, src_key_padding_mask, is_causal);
+    return call(&TransformerEncoder::forward, src, mask, src_key_padding_mask, is_causal);
   }
 
   size_t num_layers() const { return layers_->size(); }
@@ -142,7 +144,7 @@ class D2lTransformerEncoderBlock : public Module {
   // x (B, T, num_hiddens), valid_lens int64 (B,) or (B, T) or undefined.
   Tensor forward(const Tensor& x, const Tensor& valid_lens = Tensor()) const;
   Tensor operator()(const Tensor& x, const Tensor& valid_lens = Tensor()) const {
-    return forward(x, valid_lens);
+    return call(&D2lTransformerEncoderBlock::forward, x, valid_lens);
   }
   // Per-head attention weights (B, H, T, T) of the last forward, detached.
   const Tensor& attention_weights() const { return attention_weights_; }
@@ -165,7 +167,7 @@ class D2lTransformerEncoder : public Module {
   // tokens int64 (B, T), valid_lens int64 (B,) or undefined -> (B, T, num_hiddens).
   Tensor forward(const Tensor& tokens, const Tensor& valid_lens = Tensor()) const;
   Tensor operator()(const Tensor& tokens, const Tensor& valid_lens = Tensor()) const {
-    return forward(tokens, valid_lens);
+    return call(&D2lTransformerEncoder::forward, tokens, valid_lens);
   }
   // One (B, H, T, T) tensor per block from the last forward (d2l's attention_weights).
   std::vector<Tensor> attention_weights() const;

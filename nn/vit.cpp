@@ -106,7 +106,7 @@ Tensor PatchEmbedding::forward(const Tensor& images) const {
     throw ShapeError(fmt::format(
         "PatchEmbedding: expected images (B, {}, H, W) with H and W divisible by {}, got {}",
         in_channels_, patch_, shape_str(images.shape())));
-  return proj_->forward(patchify(images, patch_));
+  return (*proj_)(patchify(images, patch_));
 }
 
 // ----------------------------------------------------------------------------
@@ -153,16 +153,16 @@ Tensor ViT::features(const Tensor& images) const {
         "interpolate_pos_embed for another size)",
         config_.in_channels, grid_[0] * p, grid_[1] * p, grid_[0], grid_[1],
         shape_str(images.shape())));
-  Tensor patches = patch_embed_->forward(images);  // (B, N, dim)
+  Tensor patches = (*patch_embed_)(images);  // (B, N, dim)
   const int64_t B = images.size(0);
   Tensor x = cat({cls_token_.expand({B, 1, config_.dim}), patches}, 1);  // (B, N+1, dim)
-  x = pos_drop_->forward(add(x, pos_embed_));
-  for (size_t i = 0; i < blocks_->size(); ++i) x = block(i)->forward(x);
-  return norm_->forward(x);
+  x = (*pos_drop_)(add(x, pos_embed_));
+  for (size_t i = 0; i < blocks_->size(); ++i) x = (*block(i))(x);
+  return (*norm_)(x);
 }
 
 Tensor ViT::forward(const Tensor& images) const {
-  return head_->forward(features(images).select(1, 0));  // the CLS token
+  return (*head_)(features(images).select(1, 0));  // the CLS token
 }
 
 void ViT::interpolate_pos_embed(std::array<int64_t, 2> new_grid) {
@@ -173,14 +173,9 @@ void ViT::interpolate_pos_embed(std::array<int64_t, 2> new_grid) {
                     new_grid[0], new_grid[1]));
   NoGradGuard no_grad;
   Tensor resized = nn::interpolate_pos_embed(pos_embed_.detach(), grid_, new_grid).contiguous();
-  // NOTE: swap storage and shape under the existing TensorImpl (as Module::to does), so the
-  // module's registered handle and any other handle to the parameter see the new table.
-  TensorImpl& impl = pos_embed_.impl();
-  impl.storage = resized.storage();
-  impl.shape = resized.shape();
-  impl.strides = resized.strides();
-  impl.offset = resized.offset();
-  impl.grad.reset();
+  // NOTE: swap the data under the existing TensorImpl (as Module::to does), so the module's
+  // registered handle and any other handle to the parameter see the new table.
+  set_data_(pos_embed_, resized);
   grid_ = new_grid;
 }
 

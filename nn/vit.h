@@ -34,7 +34,9 @@ class PatchProjection : public Module {
   PatchProjection(int64_t in_channels, int64_t dim, int64_t patch);
   // patches (B, N, C*p*p) -> (B, N, dim): one GEMM with the weight viewed as (dim, C*p*p).
   Tensor forward(const Tensor& patches) const;
-  Tensor operator()(const Tensor& patches) const { return forward(patches); }
+  Tensor operator()(const Tensor& patches) const {
+    return call(&PatchProjection::forward, patches);
+  }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
 
@@ -47,7 +49,7 @@ class PatchEmbedding : public Module {
  public:
   PatchEmbedding(int64_t in_channels, int64_t dim, int64_t patch);
   Tensor forward(const Tensor& images) const;
-  Tensor operator()(const Tensor& images) const { return forward(images); }
+  Tensor operator()(const Tensor& images) const { return call(&PatchEmbedding::forward, images); }
   const std::shared_ptr<PatchProjection>& proj() const { return proj_; }
   int64_t patch_size() const { return patch_; }
 
@@ -79,7 +81,7 @@ class ViT : public Module {
 
   // images (B, C, H, W) with (H/p, W/p) equal to grid() -> logits (B, num_classes).
   Tensor forward(const Tensor& images) const;
-  Tensor operator()(const Tensor& images) const { return forward(images); }
+  Tensor operator()(const Tensor& images) const { return call(&ViT::forward, images); }
   // The final-normed tokens (B, N+1, dim) (CLS first) that the head reads token 0 of.
   Tensor features(const Tensor& images) const;
 

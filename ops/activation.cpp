@@ -76,7 +76,7 @@ Tensor gelu_backward_reference(const Tensor& grad_in, const Tensor& x_in, GeluAp
 }  // namespace
 
 struct GeluBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   GeluApproximate approximate;
   explicit GeluBackward(GeluApproximate a) : approximate(a) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -102,7 +102,7 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate) {
 //   backward:  grad_grad = gg * gelu'(x)  (= gelu_backward(gg, x)),  grad_x = gg * grad * gelu''(x)
 //              saves grad and x
 struct GeluBackwardBackward final : Node {
-  SavedTensor grad_in{this}, x{this};
+  SavedTensor grad_in{this, "grad_in"}, x{this, "x"};
   GeluApproximate approximate;
   explicit GeluBackwardBackward(GeluApproximate a) : approximate(a) {}
   std::vector<Tensor> backward(const Tensor& gg) override {
@@ -139,7 +139,7 @@ Tensor gelu_composite(const Tensor& x, GeluApproximate approximate) {
 //   forward:   y = x sigmoid(x)   (NOTE: written as x e^x / (1 + e^x) for x < 0: no overflow)
 //   backward:  grad_x = grad * s (1 + x (1 - s)),  s = sigmoid(x)      saves x
 struct SiluBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor xv = x.get();
     Tensor s = sigmoid(xv);

@@ -52,7 +52,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 //   forward:   y = a * b
 //   backward:  grad_a = grad * b, grad_b = grad * a     saves a only if b needs grad, and v.v.
 struct MulBackward final : Node {
-  SavedTensor a{this}, b{this};
+  SavedTensor a{this, "a"}, b{this, "b"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {needs_input_grad(0) ? mul(grad, b.get()) : Tensor(),
             needs_input_grad(1) ? mul(grad, a.get()) : Tensor()};
@@ -76,7 +76,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 //   forward:   y = a / b
 //   backward:  grad_a = grad / b, grad_b = -grad * y / b      saves b, and y if b needs grad
 struct DivBackward final : Node {
-  SavedTensor b{this}, y{this};
+  SavedTensor b{this, "b"}, y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor bv = b.get();
     Tensor grad_a = needs_input_grad(0) ? div(grad, bv) : Tensor();
@@ -118,7 +118,7 @@ Tensor neg(const Tensor& x) {
 //   forward:   y = x^p
 //   backward:  grad_x = grad * p * x^(p-1)      saves x
 struct PowScalarBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   double p;
   explicit PowScalarBackward(double e) : p(e) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -146,7 +146,7 @@ Tensor pow(const Tensor& x, double p) {
 //   forward:   y = x^e
 //   backward:  grad_x = grad * e * x^(e-1),  grad_e = grad * y * log(x)     saves x, e, y
 struct PowBackward final : Node {
-  SavedTensor x{this}, e{this}, y{this};
+  SavedTensor x{this, "x"}, e{this, "e"}, y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor grad_x, grad_e;
     if (needs_input_grad(0)) grad_x = mul(grad, mul(e.get(), pow(x.get(), sub(e.get(), 1.0))));
@@ -189,7 +189,7 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn) {
         "{}: a leaf tensor that requires grad (shape {}) cannot be modified in place under grad "
         "mode; wrap the update in NoGradGuard",
         op, shape_str(self.shape())));
-  if (record && self.impl().is_view)
+  if (record && self.is_view())
     throw AutogradError(fmt::format(
         "{}: in-place modification of a view (shape {}) while recording gradients is not "
         "supported; use the out-of-place op",
@@ -203,10 +203,7 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn) {
     Tensor target = self.detach();
     target.copy_(result.detach());
   }
-  if (record) {
-    self.impl().grad_fn = result.grad_fn();
-    self.impl().requires_grad = true;
-  }
+  if (record) set_history(self, result.grad_fn());
   return self;
 }
 

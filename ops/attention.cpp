@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -34,6 +33,7 @@
 #include "ops/kernels/attention.h"
 #include "ops/kernels/kernels.h"
 #include "ops/linalg.h"
+#include "ops/math_constants.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
@@ -46,8 +46,6 @@ using Problem = kernels::SdpaProblem;
 
 // ----------------------------------------------------------------------------
 // Reference kernels: one query row at a time, in double, as the banner writes the math.
-
-constexpr double kHidden = -std::numeric_limits<double>::infinity();  // a hidden key's score
 
 // Element (n, i, c) of the N (rows x cols) slices of an operand, read through its strides.
 template <class P>
@@ -92,13 +90,13 @@ struct ReferenceInputs {
     for (int64_t j = 0; j < pr.S; ++j) {
       double dot = 0;
       for (int64_t e = 0; e < pr.E; ++e) dot += double(q(n, i, e)) * k(n, j, e);
-      s[j] = pr.causal && j > i ? kHidden : pr.scale * dot;
+      s[j] = pr.causal && j > i ? kNegInf<double> : pr.scale * dot;
     }
     if (!mask.defined()) return;
     if (mask.dtype() == kBool) {
       HeadView<const bool*> keep(mask.data_ptr<bool>(), mask, pr.N);
       for (int64_t j = 0; j < pr.S; ++j)
-        if (!keep(n, i, j)) s[j] = kHidden;
+        if (!keep(n, i, j)) s[j] = kNegInf<double>;
     } else {
       HeadView<const T*> add(mask.data_ptr<T>(), mask, pr.N);
       for (int64_t j = 0; j < pr.S; ++j) s[j] += add(n, i, j);
@@ -126,11 +124,11 @@ void attention_forward_reference(const ReferenceInputs<T>& in, const Tensor& out
   for (int64_t n = 0; n < pr.N; ++n) {
     for (int64_t i = 0; i < pr.L; ++i) {
       in.scores(n, i, s);
-      const double m = std::accumulate(s.begin(), s.end(), kHidden,
+      const double m = std::accumulate(s.begin(), s.end(), kNegInf<double>,
                                        [](double a, double b) { return std::max(a, b); });
       double sum = 0;  // stays 0 when every key is hidden: a zero row, lse = -inf
       std::fill(o.begin(), o.end(), 0.0);
-      if (m != kHidden) {
+      if (m != kNegInf<double>) {
         for (double sj : s) sum += std::exp(sj - m);
         for (int64_t j = 0; j < pr.S; ++j) {
           const double w = std::exp(s[j] - m) / sum * in.dropout_multiplier(n, i, j);
@@ -161,7 +159,7 @@ void attention_backward_reference(const ReferenceInputs<T>& in, const Tensor& ls
       const double lse = lse_t.data_ptr<T>()[n * pr.L + i];
       double rowsum = 0;  // rowsum(P * dP)
       for (int64_t j = 0; j < pr.S; ++j) {
-        p[j] = lse == kHidden ? 0 : std::exp(s[j] - lse);
+        p[j] = lse == kNegInf<double> ? 0 : std::exp(s[j] - lse);
         z[j] = in.dropout_multiplier(n, i, j);
         double dw = 0;  // (dO V^T)_ij, the gradient of the weight P_ij Z_ij
         for (int64_t c = 0; c < pr.Ev; ++c) dw += double(grad(n, i, c)) * in.v(n, j, c);
@@ -236,8 +234,7 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, b
     } else if (m.dtype() == kBool) {
       m = logical_and(m, keep);
     } else {
-      m = add(m, masked_fill(zeros({L, S}, m.dtype()), logical_not(keep),
-                             -std::numeric_limits<double>::infinity()));
+      m = add(m, masked_fill(zeros({L, S}, m.dtype()), logical_not(keep), kNegInf<double>));
     }
   }
   if (!m.defined()) return softmax(scores, -1);
@@ -258,7 +255,8 @@ int64_t forward_flops(const Problem& pr) { return 2 * pr.N * pr.L * pr.S * (pr.E
 // SdpaBackward: the tuned or the reference backward kernel; under create_graph, the same formulas
 // written with ops (differentiable, but O(L * S) memory).
 struct SdpaBackward final : Node {
-  SavedTensor q{this}, k{this}, v{this}, out{this}, lse{this}, mask{this};
+  SavedTensor q{this, "q"}, k{this, "k"}, v{this, "v"}, out{this, "out"}, lse{this, "lse"},
+      mask{this, "mask"};
   Problem pr;
   explicit SdpaBackward(const Problem& p) : pr(p) {}
 

@@ -1,6 +1,7 @@
 // Comparisons and logical ops. Outputs are bool and carry no autograd history.
 #include "ops/compare.h"
 
+#include "core/inspect/cuts.h"
 #include "core/inspect/instrument.h"
 #include "ops/kernel_helpers.h"
 
@@ -10,6 +11,7 @@ namespace {
 template <class F>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, F&& f) {
   kernels::check_same_dtype(op, a, b);
+  inspect::note_non_differentiable(op, {&a, &b});
   Tensor y = empty(broadcast_shapes(op, a.shape(), b.shape()), kBool);
   std::array<Shape, 3> st = {y.strides(), broadcast_strides(a.shape(), a.strides(), y.shape()),
                              broadcast_strides(b.shape(), b.strides(), y.shape())};

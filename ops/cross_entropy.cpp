@@ -219,7 +219,7 @@ void cross_entropy_backward_reference(const Tensor& z, const Tensor& target, con
 }  // namespace
 
 struct CrossEntropyBackward final : Node {
-  SavedTensor logits{this}, target{this}, lse{this};
+  SavedTensor logits{this, "logits"}, target{this, "target"}, lse{this, "lse"};
   CrossEntropyOptions opts;
   double count;
   CrossEntropyBackward(CrossEntropyOptions o, double c) : opts(o), count(c) {}
@@ -248,7 +248,7 @@ struct CrossEntropyBackward final : Node {
 };
 
 struct CrossEntropyProbsBackward final : Node {
-  SavedTensor logits{this}, target{this};
+  SavedTensor logits{this, "logits"}, target{this, "target"};
   CrossEntropyOptions opts;
   double count;
   CrossEntropyProbsBackward(CrossEntropyOptions o, double c) : opts(o), count(c) {}
@@ -317,7 +317,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 //   forward:   loss[p] = -x[p, t[p]]  (0 if ignored), then the reduction
 //   backward:  grad_x[p, c] = -g[p] [c == t[p]]      saves target
 struct NllLossBackward final : Node {
-  SavedTensor target{this};
+  SavedTensor target{this, "target"};
   NllLossOptions opts;
   double count;
   NllLossBackward(NllLossOptions o, double c) : opts(o), count(c) {}

@@ -42,7 +42,7 @@ void dropout_backward_reference(const bool* keep, T scale, const T* grad, T* gra
 }  // namespace
 
 struct DropoutBackward final : Node {
-  SavedTensor keep{this};
+  SavedTensor keep{this, "keep"};
   double scale;
   explicit DropoutBackward(double s) : scale(s) {}
   std::vector<Tensor> backward(const Tensor& grad) override {

@@ -64,7 +64,7 @@ Shape output_shape(const Tensor& indices, int64_t D) {
 //              for v = padding_idx; a fused scatter-add kernel, not differentiable again
 //              (embedding_composite is)      saves indices
 struct EmbeddingBackward final : Node {
-  SavedTensor indices{this};
+  SavedTensor indices{this, "indices"};
   int64_t num_rows, padding_idx;  // padding_idx -1: none
   EmbeddingBackward(int64_t v, int64_t p) : num_rows(v), padding_idx(p) {}
   bool backward_is_differentiable() const override { return false; }

@@ -81,7 +81,7 @@ struct IndexLoop {
 //   forward:   y[..., k, ...] = x[..., index[k], ...] along dim
 //   backward:  grad_x = index_add(zeros(x.shape), dim, index, grad)      saves index
 struct IndexSelectBackward final : Node {
-  SavedTensor index{this};
+  SavedTensor index{this, "index"};
   int64_t dim;
   Shape input_shape;
   IndexSelectBackward(int64_t d, Shape s) : dim(d), input_shape(std::move(s)) {}
@@ -98,7 +98,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (index.dim() > 1)
     throw ShapeError(fmt::format("index_select: index must be 0-d or 1-D, got shape {}",
                                  shape_str(index.shape())));
-  const int64_t d = normalize_dim("index_select", dim, x.dim());
+  const int64_t d = normalize_dim("index_select", dim, x.shape());
   const int64_t n = x.size(d);
   const std::vector<int64_t> idx = checked_indices("index_select", index, d, n);
   const int64_t m = static_cast<int64_t>(idx.size());
@@ -132,7 +132,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 //   forward:   y = x;  y[..., index[k], ...] += src[..., k, ...] along dim
 //   backward:  grad_x = grad,  grad_src = index_select(grad, dim, index)      saves index
 struct IndexAddBackward final : Node {
-  SavedTensor index{this};
+  SavedTensor index{this, "index"};
   int64_t dim;
   explicit IndexAddBackward(int64_t d) : dim(d) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -151,7 +151,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   if (index.dim() > 1)
     throw ShapeError(
         fmt::format("index_add: index must be 0-d or 1-D, got shape {}", shape_str(index.shape())));
-  const int64_t d = normalize_dim("index_add", dim, x.dim());
+  const int64_t d = normalize_dim("index_add", dim, x.shape());
   Shape expected = x.shape();
   expected[static_cast<size_t>(d)] = index.numel();
   if (src.shape() != expected)
@@ -215,7 +215,7 @@ static void check_gather_scatter(const char* op, const Tensor& x, int64_t d, con
 //   forward:   y[i][j][k] = x[i][index[i][j][k]][k]  (dim = 1; any rank), y has index's shape
 //   backward:  grad_x = scatter_add(zeros(x.shape), dim, index, grad)      saves index
 struct GatherBackward final : Node {
-  SavedTensor index{this};
+  SavedTensor index{this, "index"};
   int64_t dim;
   Shape input_shape;
   GatherBackward(int64_t d, Shape s) : dim(d), input_shape(std::move(s)) {}
@@ -228,7 +228,7 @@ struct GatherBackward final : Node {
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   inspect::OpScope op_scope("gather", {&x, &index});
   check_index_dtype("gather", index);
-  const int64_t d = normalize_dim("gather", dim, x.dim());
+  const int64_t d = normalize_dim("gather", dim, x.shape());
   check_gather_scatter("gather", x, d, index, nullptr);
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
   const std::vector<int64_t> idx = checked_indices("gather", index, d, n);
@@ -266,7 +266,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 //   backward:  grad_x = grad,  grad_src = gather(grad, dim, index), zero-padded to src's shape
 //              where src is larger than index      saves index
 struct ScatterAddBackward final : Node {
-  SavedTensor index{this};
+  SavedTensor index{this, "index"};
   int64_t dim;
   Shape src_shape;
   ScatterAddBackward(int64_t d, Shape s) : dim(d), src_shape(std::move(s)) {}
@@ -288,7 +288,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   if (x.dtype() != src.dtype())
     throw DTypeError(fmt::format("scatter_add: x is {} but src is {}", dtype_name(x.dtype()),
                                  dtype_name(src.dtype())));
-  const int64_t d = normalize_dim("scatter_add", dim, x.dim());
+  const int64_t d = normalize_dim("scatter_add", dim, x.shape());
   check_gather_scatter("scatter_add", x, d, index, &src);
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
   const std::vector<int64_t> idx = checked_indices("scatter_add", index, d, n);

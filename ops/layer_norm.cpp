@@ -175,7 +175,7 @@ Tensor column_tensor(const std::vector<double>& v, const Shape& ns, DType dt) {
 }  // namespace
 
 struct LayerNormBackward final : Node {
-  SavedTensor x{this}, weight{this}, mean{this}, rstd{this};
+  SavedTensor x{this, "x"}, weight{this, "weight"}, mean{this, "mean"}, rstd{this, "rstd"};
   int64_t k;  // number of normalised dims
   double eps;
   LayerNormBackward(int64_t nk, double e) : k(nk), eps(e) {}

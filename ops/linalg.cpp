@@ -89,7 +89,7 @@ int64_t matmul_flops(const Shape& a, const Shape& b) {
 static Tensor matmul_nd(const Tensor& a, const Tensor& b);
 
 struct MatmulBackward final : Node {
-  SavedTensor a{this}, b{this};
+  SavedTensor a{this, "a"}, b{this, "b"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {needs_input_grad(0) ? matmul_nd(grad, b.get().mT()) : Tensor(),
             needs_input_grad(1) ? matmul_nd(a.get().mT(), grad) : Tensor()};

@@ -30,7 +30,7 @@ namespace nabla {
 //   backward:  grad_x2d = grad2d @ W,  grad_W = grad2d^T @ x2d,  grad_b = sum of grad2d's rows
 //              saves W if x needs grad, x if W needs grad
 struct LinearBackward final : Node {
-  SavedTensor x{this}, weight{this};
+  SavedTensor x{this, "x"}, weight{this, "weight"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     const Shape& x_shape = input_shapes[0];
     const int64_t in = input_shapes[1][1], out = input_shapes[1][0];
@@ -116,8 +116,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const Shape y_shape = output_shape(x, out);
   const int64_t M = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Tensor y = linear_forward(x.detach().reshape({M, in}), weight.detach(), bias);  // (M, out)
-  y.impl().shape = y_shape;  // same elements in the same order: (M, out) -> (..., out)
-  y.impl().strides = contiguous_strides(y_shape);
+  reshape_fresh_(y, y_shape);  // same elements in the same order: (M, out) -> (..., out)
   if (auto node = make_node<LinearBackward>({&x, &weight, &bias})) {
     if (node->needs_input_grad(1)) node->x.save(x);
     if (node->needs_input_grad(0)) node->weight.save(weight);
@@ -187,7 +186,8 @@ Tensor apply(LinearActivation act, const Tensor& z) {
 }  // namespace
 
 struct LinearActivationBackward final : Node {
-  SavedTensor x{this}, weight{this}, bias{this}, saved{this};  // saved: z (GELU) or y (ReLU)
+  SavedTensor x{this, "x"}, weight{this, "weight"}, bias{this, "bias"},
+      saved{this, "saved"};  // saved: z (GELU) or y (ReLU)
   LinearActivation act;
   explicit LinearActivationBackward(LinearActivation a) : act(a) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -241,8 +241,7 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
   } else {
     activation_forward_reference(z, y, act);
   }
-  y.impl().shape = y_shape;  // same elements in the same order: (M, out) -> (..., out)
-  y.impl().strides = contiguous_strides(y_shape);
+  reshape_fresh_(y, y_shape);  // same elements in the same order: (M, out) -> (..., out)
   if (auto node = make_node<LinearActivationBackward>({&x, &weight, &bias}, act)) {
     // GELU keeps x, W and b whatever needs grad: create_graph recomputes z from them.
     if (node->needs_input_grad(1) || !in_place) node->x.save(x);

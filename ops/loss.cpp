@@ -31,7 +31,7 @@ using loss_detail::reduce_composite;
 //   forward:   loss = (a - b)^2, then the reduction
 //   backward:  grad_a = 2 g (a - b), grad_b = -grad_a      saves a and b
 struct MseLossBackward final : Node {
-  SavedTensor a{this}, b{this};
+  SavedTensor a{this, "a"}, b{this, "b"};
   Reduction reduction;
   double count;
   MseLossBackward(Reduction r, double c) : reduction(r), count(c) {}
@@ -73,7 +73,7 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
 //   forward:   y = min(x, 0) - log1p(exp(-|x|))
 //   backward:  grad_x = grad * sigmoid(-x)      saves x
 struct LogSigmoidBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {mul(grad, sigmoid(neg(x.get())))};
   }
@@ -112,7 +112,7 @@ void check_bce(const Tensor& x, const Tensor& t, const Tensor& pw) {
 //              grad_t = g (-x + (pw - 1) softplus(-x)),  grad_pw = g t softplus(-x)
 //              saves x, t and pos_weight
 struct BceWithLogitsBackward final : Node {
-  SavedTensor x{this}, t{this}, pw{this};
+  SavedTensor x{this, "x"}, t{this, "t"}, pw{this, "pw"};
   Reduction reduction;
   double count;
   BceWithLogitsBackward(Reduction r, double c) : reduction(r), count(c) {}

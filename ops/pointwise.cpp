@@ -22,7 +22,7 @@ using kernels::scalar_like;
 //   forward:   y = sin(x)
 //   backward:  grad_x = grad * cos(x)      saves x
 struct SinBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<Tensor> backward(const Tensor& grad) override { return {mul(grad, cos(x.get()))}; }
   const char* name() const override { return "SinBackward"; }
 };
@@ -42,7 +42,7 @@ Tensor sin(const Tensor& x) {
 //   forward:   y = cos(x)
 //   backward:  grad_x = -grad * sin(x)      saves x
 struct CosBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {mul(grad, neg(sin(x.get())))};
   }
@@ -64,7 +64,7 @@ Tensor cos(const Tensor& x) {
 //   forward:   y = 1 / sqrt(x)
 //   backward:  grad_x = -0.5 * grad * y^3      saves the output y
 struct RsqrtBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {mul(grad, mul(pow(y.get(), 3.0), -0.5))};
   }
@@ -86,7 +86,7 @@ Tensor rsqrt(const Tensor& x) {
 //   forward:   y = 1 / x
 //   backward:  grad_x = -grad * y^2      saves the output y
 struct ReciprocalBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {neg(mul(grad, square(y.get())))};
   }
@@ -108,7 +108,7 @@ Tensor reciprocal(const Tensor& x) {
 //   forward:   y = x * x
 //   backward:  grad_x = 2 * grad * x      saves x
 struct SquareBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {mul(grad, mul(x.get(), 2.0))};
   }
@@ -130,7 +130,7 @@ Tensor square(const Tensor& x) {
 //   forward:   y = erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt
 //   backward:  grad_x = grad * 2/sqrt(pi) * e^(-x^2)      saves x
 struct ErfBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     const double two_over_sqrt_pi = 2.0 * std::numbers::inv_sqrtpi;
     return {mul(grad, mul(exp(neg(square(x.get()))), two_over_sqrt_pi))};
@@ -153,7 +153,7 @@ Tensor erf(const Tensor& x) {
 //   forward:   y = min(max(x, min), max)   (NaN stays NaN; min > max gives max everywhere)
 //   backward:  grad_x = grad where min <= x <= max, else 0      saves that bool mask
 struct ClampBackward final : Node {
-  SavedTensor inside{this};
+  SavedTensor inside{this, "inside"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {where(inside.get(), grad, 0.0)};
   }
@@ -237,7 +237,7 @@ Tensor extremum(const char* op, const Tensor& a, const Tensor& b) {
 
 template <bool IsMax>
 struct ExtremumBackward final : Node {
-  SavedTensor a{this}, b{this};
+  SavedTensor a{this, "a"}, b{this, "b"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor av = a.get(), bv = b.get();
     return {needs_input_grad(0) ? mul(grad, tie_weight<IsMax>(av, bv)) : Tensor(),
@@ -273,7 +273,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 //   forward:   y = cond ? a : b, the three broadcast together
 //   backward:  grad_a = where(cond, grad, 0), grad_b = where(cond, 0, grad)      saves cond
 struct WhereBackward final : Node {
-  SavedTensor cond{this};
+  SavedTensor cond{this, "cond"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor c = cond.get();
     return {needs_input_grad(0) ? where(c, grad, 0.0) : Tensor(),
@@ -354,7 +354,7 @@ Tensor where(const Tensor& cond, double a, const Tensor& b) {
 //   forward:   y = mask ? value : x      (mask broadcast to x's shape)
 //   backward:  grad_x = where(mask, 0, grad)      saves mask
 struct MaskedFillBackward final : Node {
-  SavedTensor mask{this};
+  SavedTensor mask{this, "mask"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {where(mask.get(), 0.0, grad)};
   }

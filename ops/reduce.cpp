@@ -7,30 +7,21 @@
 #include "core/error.h"
 #include "core/inspect/instrument.h"
 #include "ops/arithmetic.h"
+#include "ops/row_layout.h"
 
 namespace nabla {
 
 Shape reduced_keepdim_shape(const char* op, const Shape& shape, const std::vector<int64_t>& dims) {
-  const auto nd = static_cast<int64_t>(shape.size());
+  const std::vector<bool> reduced = kernels::reduced_dims(op, shape, dims);
   Shape out = shape;
-  if (dims.empty()) return Shape(shape.size(), 1);
-  std::vector<bool> seen(shape.size(), false);
-  for (int64_t d : dims) {
-    if (nd == 0 && (d == 0 || d == -1)) continue;  // a 0-d tensor reduces over "dim 0"
-    auto i = static_cast<size_t>(normalize_dim(op, d, nd));
-    if (seen[i]) throw ShapeError(fmt::format("{}: dim {} appears twice", op, d));
-    seen[i] = true;
-    out[i] = 1;
-  }
+  for (size_t i = 0; i < out.size(); ++i)
+    if (reduced[i]) out[i] = 1;
   return out;
 }
 
 Shape squeeze_reduced(const Shape& keepdim_shape, const Shape& input_shape,
                       const std::vector<int64_t>& dims) {
-  const auto nd = static_cast<int64_t>(input_shape.size());
-  std::vector<bool> reduced(input_shape.size(), dims.empty());
-  for (int64_t d : dims)
-    if (nd > 0) reduced[static_cast<size_t>(d < 0 ? d + nd : d)] = true;
+  const std::vector<bool> reduced = kernels::reduced_dims("squeeze_reduced", input_shape, dims);
   Shape out;
   for (size_t i = 0; i < keepdim_shape.size(); ++i)
     if (!reduced[i]) out.push_back(keepdim_shape[i]);
@@ -54,11 +45,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   inspect::OpScope op_scope("sum", {&x});
   Shape kd = reduced_keepdim_shape("sum", x.shape(), dims);
   Tensor y = sum_to_kernel(x, kd);
-  if (!keepdim) {
-    Shape out = squeeze_reduced(kd, x.shape(), dims);
-    y.impl().shape = out;  // same elements in the same order: drop the size-1 dims
-    y.impl().strides = contiguous_strides(out);
-  }
+  // same elements in the same order: drop the size-1 dims
+  if (!keepdim) reshape_fresh_(y, squeeze_reduced(kd, x.shape(), dims));
   if (auto node = make_node<SumBackward>({&x}, x.shape(), kd)) set_history(y, node);
   return y;
 }

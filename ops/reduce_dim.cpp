@@ -50,7 +50,7 @@ Shape reduced_shape(const Shape& shape, int64_t dim, bool keepdim) {
 // Values and indices of the max/min along dim (no autograd).
 template <bool IsMax>
 ValuesIndices extreme_along(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
-  const int64_t d = kernels::checked_dim(op, dim, x.shape());
+  const int64_t d = normalize_dim(op, dim, x.shape());
   const kernels::RowLayout l = kernels::row_layout(x.shape(), d);
   if (l.n == 0)
     throw ShapeError(fmt::format("{}: cannot reduce dim {} of size 0 (input of shape {})", op, dim,
@@ -115,7 +115,7 @@ std::pair<Tensor, int64_t> ties_with(const Tensor& x, const Tensor& y) {
 //              saves indices
 template <bool IsMax>
 struct ExtremeDimBackward final : Node {
-  SavedTensor indices{this};
+  SavedTensor indices{this, "indices"};
   Shape input_shape, keepdim_shape;
   int64_t dim;
   ExtremeDimBackward(Shape in, Shape kd, int64_t d)
@@ -133,7 +133,7 @@ struct ExtremeDimBackward final : Node {
 template <bool IsMax>
 ValuesIndices extreme_dim(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
   ValuesIndices r = extreme_along<IsMax>(op, x, dim, keepdim);
-  const int64_t d = kernels::checked_dim(op, dim, x.shape());
+  const int64_t d = normalize_dim(op, dim, x.shape());
   if (auto node = make_node<ExtremeDimBackward<IsMax>>({&x}, x.shape(),
                                                        reduced_shape(x.shape(), d, true), d)) {
     node->indices.save(r.indices);
@@ -157,7 +157,7 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
 //              saves x and the output y
 template <bool IsMax>
 struct ExtremeAllBackward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     auto [hit, count] = ties_with(x.get(), y.get());
     return {where(hit, div(grad, static_cast<double>(count)), 0.0)};
@@ -190,20 +190,24 @@ Tensor min(const Tensor& x) {
 // argmax / argmin: int64 positions, no gradient
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   inspect::OpScope op_scope("argmax", {&x});
+  inspect::note_non_differentiable("argmax", {&x});
   return extreme_along<true>("argmax", x, dim, keepdim).indices;
 }
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
   inspect::OpScope op_scope("argmin", {&x});
+  inspect::note_non_differentiable("argmin", {&x});
   return extreme_along<false>("argmin", x, dim, keepdim).indices;
 }
 Tensor argmax(const Tensor& x) {
   inspect::OpScope op_scope("argmax", {&x});
+  inspect::note_non_differentiable("argmax", {&x});
   Tensor y = empty({}, kInt64);
   *y.data_ptr<int64_t>() = extreme_flat_index<true>("argmax", x);
   return y;
 }
 Tensor argmin(const Tensor& x) {
   inspect::OpScope op_scope("argmin", {&x});
+  inspect::note_non_differentiable("argmin", {&x});
   Tensor y = empty({}, kInt64);
   *y.data_ptr<int64_t>() = extreme_flat_index<false>("argmin", x);
   return y;
@@ -218,8 +222,7 @@ namespace {
 
 // Running sums along dim, forwards or backwards (no autograd). float32 accumulates in double.
 Tensor scan_kernel(const char* op, const Tensor& x, int64_t dim, bool reverse) {
-  const kernels::RowLayout l =
-      kernels::row_layout(x.shape(), kernels::checked_dim(op, dim, x.shape()));
+  const kernels::RowLayout l = kernels::row_layout(x.shape(), normalize_dim(op, dim, x.shape()));
   const Tensor xc = x.detach().contiguous();
   Tensor y = empty(x.shape(), x.dtype());
   dispatch_numeric(x.dtype(), op, [&](auto tag) {

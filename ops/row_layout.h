@@ -1,7 +1,7 @@
-// How ops see a tensor along dims, shared by every op that works row by row: the validated dim
-// (errors name the op, the dim and the input shape), the (outer, n, inner) view around one dim
-// (softmax, log_softmax, cross_entropy's classes, max/argmax, cumsum), and the "reduced dims last"
-// view of the multi-dim reductions (var, std, logsumexp, norm). No autograd here.
+// How ops see a tensor along dims, shared by every op that works row by row: the (outer, n, inner)
+// view around one dim (softmax, log_softmax, cross_entropy's classes, max/argmax, cumsum), the
+// set of dims a reduction names, and the "reduced dims last" view of the multi-dim reductions
+// (var, std, logsumexp, norm). Dims are checked by core's normalize_dim. No autograd here.
 #pragma once
 #include <fmt/format.h>
 
@@ -13,16 +13,6 @@
 
 namespace nabla::kernels {
 
-// dim wrapped into [0, ndim) (a 0-d tensor accepts 0 and -1, like PyTorch), or a ShapeError.
-inline int64_t checked_dim(const char* op, int64_t dim, const Shape& shape) {
-  const auto nd = static_cast<int64_t>(shape.size());
-  const int64_t lo = nd == 0 ? -1 : -nd, hi = nd == 0 ? 0 : nd - 1;
-  if (dim < lo || dim > hi)
-    throw ShapeError(fmt::format("{}: dim {} is out of range for input of shape {} ({} dims)", op,
-                                 dim, shape_str(shape), nd));
-  return dim < 0 ? dim + std::max<int64_t>(nd, 1) : dim;
-}
-
 // A tensor of shape s, contiguous, seen around one dim as (outer, n, inner): outer is the product
 // of the dims before it, n its size, inner the product of the dims after it. Row r (of outer *
 // inner) holds the n elements data[row_start(r) + k * inner]; with inner == 1 rows are contiguous.
@@ -33,7 +23,7 @@ struct RowLayout {
   int64_t row_start(int64_t r) const { return (r / inner) * n * inner + r % inner; }
 };
 
-// dim must already be wrapped into [0, ndim) (checked_dim, normalize_dim).
+// dim must already be wrapped into [0, ndim) (normalize_dim).
 inline RowLayout row_layout(const Shape& s, int64_t dim) {
   RowLayout l;
   for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
@@ -43,6 +33,24 @@ inline RowLayout row_layout(const Shape& s, int64_t dim) {
     if (d > dim) l.inner *= size;
   }
   return l;
+}
+
+// Which of shape's dims `dims` names (every dim when dims is empty), each checked by
+// normalize_dim; a dim named twice is a ShapeError. A 0-d tensor accepts dim 0 and -1 and has no
+// dim to mark, like PyTorch's sum(scalar, 0).
+inline std::vector<bool> reduced_dims(const char* op, const Shape& shape,
+                                      const std::vector<int64_t>& dims) {
+  std::vector<bool> reduced(shape.size(), dims.empty());
+  std::vector<bool> seen(std::max<size_t>(shape.size(), 1), false);
+  for (int64_t d : dims) {
+    auto i = static_cast<size_t>(normalize_dim(op, d, shape));
+    if (seen[i])
+      throw ShapeError(
+          fmt::format("{}: dim {} appears twice for input of shape {}", op, d, shape_str(shape)));
+    seen[i] = true;
+    if (!shape.empty()) reduced[i] = true;
+  }
+  return reduced;
 }
 
 // x with its reduced dims moved last, contiguous: output element r reduces
@@ -56,16 +64,7 @@ struct Rows {
 
 inline Rows rows(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const int64_t nd = x.dim();
-  std::vector<bool> reduced(static_cast<size_t>(nd), dims.empty());
-  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(nd, 1)), false);
-  for (int64_t d : dims) {
-    auto i = static_cast<size_t>(checked_dim(op, d, x.shape()));
-    if (seen[i])
-      throw ShapeError(fmt::format("{}: dim {} appears twice for input of shape {}", op, d,
-                                   shape_str(x.shape())));
-    seen[i] = true;
-    if (nd > 0) reduced[i] = true;
-  }
+  const std::vector<bool> reduced = reduced_dims(op, x.shape(), dims);
   Rows r;
   std::vector<int64_t> perm;
   for (int64_t d = 0; d < nd; ++d)

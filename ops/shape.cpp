@@ -76,7 +76,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (ref.dim() == 0)
     throw ShapeError(
         fmt::format("cat: tensor {} is 0-d (shape ()); cat needs at least 1 dim", ref_i));
-  const int64_t d = normalize_dim("cat", dim, ref.dim());
+  const int64_t d = normalize_dim("cat", dim, ref.shape());
 
   Shape out = ref.shape();
   out[static_cast<size_t>(d)] = 0;
@@ -117,7 +117,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     if (tensors[i].shape() != tensors[0].shape())
       throw ShapeError(fmt::format("stack: tensor {} has shape {} but tensor 0 has shape {}", i,
                                    shape_str(tensors[i].shape()), shape_str(tensors[0].shape())));
-  const int64_t d = normalize_dim("stack", dim, tensors[0].dim() + 1);
+  const int64_t d = normalize_dim("stack", dim, tensors[0].shape(), 1);
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
@@ -129,7 +129,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   inspect::OpScope op_scope("split", {&x});
   if (x.dim() == 0) throw ShapeError("split: cannot split a 0-d tensor (shape ())");
-  const int64_t d = normalize_dim("split", dim, x.dim());
+  const int64_t d = normalize_dim("split", dim, x.shape());
   const int64_t n = x.size(d);
   if (split_size < 0 || (split_size == 0 && n > 0))
     throw ValueError(fmt::format("split: split_size must be positive, got {} (dim {} of size {})",
@@ -144,7 +144,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   inspect::OpScope op_scope("split", {&x});
   if (x.dim() == 0) throw ShapeError("split: cannot split a 0-d tensor (shape ())");
-  const int64_t d = normalize_dim("split", dim, x.dim());
+  const int64_t d = normalize_dim("split", dim, x.shape());
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0)
@@ -167,7 +167,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   inspect::OpScope op_scope("chunk", {&x});
   if (chunks <= 0) throw ValueError(fmt::format("chunk: chunks must be positive, got {}", chunks));
   if (x.dim() == 0) throw ShapeError("chunk: cannot chunk a 0-d tensor (shape ())");
-  const int64_t d = normalize_dim("chunk", dim, x.dim());
+  const int64_t d = normalize_dim("chunk", dim, x.shape());
   const int64_t n = x.size(d);
   if (n == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), x.narrow(d, 0, 0));
   return split(x, (n + chunks - 1) / chunks, d);
@@ -221,10 +221,10 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   if (repeats < 0)
     throw ValueError(fmt::format("repeat_interleave: repeats must be >= 0, got {}", repeats));
   if (!dim || x.dim() == 0) {
-    if (dim) normalize_dim("repeat_interleave", *dim, 0);
+    if (dim) normalize_dim("repeat_interleave", *dim, x.shape());
     return repeat_interleave(x.reshape({-1}), repeats, 0);
   }
-  const int64_t d = normalize_dim("repeat_interleave", *dim, x.dim());
+  const int64_t d = normalize_dim("repeat_interleave", *dim, x.shape());
   Shape expanded = x.shape();
   expanded.insert(expanded.begin() + d + 1, repeats);
   return x.unsqueeze(d + 1).expand(expanded).clone().flatten(d, d + 1);
@@ -243,10 +243,10 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
     throw ShapeError(fmt::format("repeat_interleave: repeats must be 0-d or 1-D, got shape {}",
                                  shape_str(repeats.shape())));
   if (!dim || x.dim() == 0) {
-    if (dim) normalize_dim("repeat_interleave", *dim, 0);
+    if (dim) normalize_dim("repeat_interleave", *dim, x.shape());
     return repeat_interleave(x.reshape({-1}), repeats, 0);
   }
-  const int64_t d = normalize_dim("repeat_interleave", *dim, x.dim());
+  const int64_t d = normalize_dim("repeat_interleave", *dim, x.shape());
   const int64_t n = x.size(d);
   std::vector<int64_t> r = repeats.to_vector<int64_t>();
   if (r.size() == 1) r.assign(static_cast<size_t>(n), r[0]);

@@ -95,7 +95,7 @@ Tensor softmax_grad(const Tensor& grad, const Tensor& y_in, int64_t dim) {
 }  // namespace
 
 struct SoftmaxBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   int64_t dim;
   explicit SoftmaxBackward(int64_t d) : dim(d) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -106,7 +106,7 @@ struct SoftmaxBackward final : Node {
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("softmax", {&x});
-  dim = normalize_dim("softmax", dim, x.dim());
+  dim = normalize_dim("softmax", dim, x.shape());
   Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
   const RowLayout l = kernels::row_layout(x.shape(), dim);
   if (kernels::tuned_enabled()) {
@@ -168,7 +168,7 @@ void log_softmax_backward_reference(const Tensor& y, const Tensor& g, Tensor& gx
 }  // namespace
 
 struct LogSoftmaxBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   int64_t dim;
   explicit LogSoftmaxBackward(int64_t d) : dim(d) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -189,7 +189,7 @@ struct LogSoftmaxBackward final : Node {
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("log_softmax", {&x});
-  dim = normalize_dim("log_softmax", dim, x.dim());
+  dim = normalize_dim("log_softmax", dim, x.shape());
   Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
   const RowLayout l = kernels::row_layout(x.shape(), dim);
   if (kernels::tuned_enabled()) {
@@ -270,7 +270,7 @@ void masked_softmax_reference(const Tensor& z, const Tensor& keep, Tensor& y, in
 }  // namespace
 
 struct MaskedSoftmaxBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor yv = y.get();
     Tensor grad_x = softmax_grad(grad, yv, yv.dim() - 1);
@@ -356,14 +356,14 @@ Tensor row_max_detached(const Tensor& x_in, int64_t dim) {
 }  // namespace
 Tensor softmax_composite(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("softmax_composite", {&x});
-  dim = normalize_dim("softmax", dim, x.dim());
+  dim = normalize_dim("softmax", dim, x.shape());
   Tensor e = exp(sub(x, row_max_detached(x, dim)));
   return div(e, sum(e, {dim}, true));
 }
 
 Tensor log_softmax_composite(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("log_softmax_composite", {&x});
-  dim = normalize_dim("log_softmax", dim, x.dim());
+  dim = normalize_dim("log_softmax", dim, x.shape());
   Tensor z = sub(x, row_max_detached(x, dim));
   return sub(z, log(sum(exp(z), {dim}, true)));
 }
@@ -375,7 +375,9 @@ Tensor masked_softmax_composite(const Tensor& x, const Tensor& mask, MaskKind ki
   inspect::OpScope op_scope("masked_softmax_composite", {&x, &mask});
   check_mask(x, mask, kind);
   Tensor z = kind == MaskKind::Additive ? add(x, mask) : x;
-  auto [zd, keep] = masked_logits(x, mask, kind);
+  // Not a structured binding: clang 14 (the fuzz and tsan presets) cannot capture one.
+  const std::pair<Tensor, Tensor> logits = masked_logits(x, mask, kind);
+  const Tensor &zd = logits.first, &keep = logits.second;
   Tensor shift = empty(x.shape(), x.dtype()), livef = empty(x.shape(), x.dtype());
   const int64_t n = x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
   dispatch_float(x.dtype(), "masked_softmax", [&](auto tag) {

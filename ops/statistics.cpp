@@ -3,14 +3,13 @@
 // masks that guard a division are constants of the backward.
 #include "ops/statistics.h"
 
-#include <limits>
-
 #include "core/autograd.h"
 #include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "core/strided_loop.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
+#include "ops/math_constants.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/row_layout.h"
@@ -72,7 +71,7 @@ Tensor safe_div_or_zero(const Tensor& grad, const Tensor& y) {
 //   forward:   y = sum((x - mean(x))^2) / (N - c) over dims, c = 1 if unbiased else 0
 //   backward:  grad_x = grad * 2 (x - mean(x)) / (N - c)      saves x
 struct VarBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<int64_t> dims;
   Shape keepdim_shape;
   double divisor;
@@ -105,7 +104,7 @@ Tensor var(const Tensor& x) { return var(x, {}, true, false); }
 //   backward:  grad_x = var's backward applied to grad / (2 y), taken as 0 where y = 0 (PyTorch)
 //              saves x and the output y
 struct StdBackward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   std::vector<int64_t> dims;
   Shape keepdim_shape;
   double divisor;
@@ -142,7 +141,7 @@ Tensor std(const Tensor& x) { return std(x, {}, true, false); }
 //   backward:  grad_x = grad * exp(x - y)      saves x and the output y
 //              (NaN on an all -inf row, as in PyTorch)
 struct LogsumexpBackward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   Shape keepdim_shape;
   explicit LogsumexpBackward(Shape kd) : keepdim_shape(std::move(kd)) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -155,7 +154,7 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   inspect::OpScope op_scope("logsumexp", {&x});
   kernels::Rows r = kernels::rows("logsumexp", x, dims, keepdim);
   Tensor y = reduce_rows("logsumexp", r, x.dtype(), [](const auto* p, int64_t n) {
-    double m = -std::numeric_limits<double>::infinity();
+    double m = kNegInf<double>;
     for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(p[i]));  // skips NaN
     if (std::isinf(m)) m = 0;
     double s = 0;
@@ -175,7 +174,7 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
 //   forward:   y = sqrt(sum(x^2)) over dims
 //   backward:  grad_x = x * grad / y, taken as 0 where y = 0 (PyTorch)      saves x and output y
 struct Norm2Backward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   Shape keepdim_shape;
   explicit Norm2Backward(Shape kd) : keepdim_shape(std::move(kd)) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -217,7 +216,7 @@ Tensor max_abs_mask(const Tensor& x, const Tensor& y_kd) {
 }  // namespace
 
 struct NormInfBackward final : Node {
-  SavedTensor x{this}, y{this};
+  SavedTensor x{this, "x"}, y{this, "y"};
   std::vector<int64_t> dims;
   Shape keepdim_shape;
   NormInfBackward(std::vector<int64_t> d, Shape kd)

@@ -16,7 +16,7 @@ namespace nabla {
 //   forward:   y = e^x
 //   backward:  grad_x = grad * y      saves the output y
 struct ExpBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override { return {mul(grad, y.get())}; }
   const char* name() const override { return "ExpBackward"; }
 };
@@ -36,7 +36,7 @@ Tensor exp(const Tensor& x) {
 //   forward:   y = ln x
 //   backward:  grad_x = grad / x      saves x
 struct LogBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<Tensor> backward(const Tensor& grad) override { return {div(grad, x.get())}; }
   const char* name() const override { return "LogBackward"; }
 };
@@ -56,7 +56,7 @@ Tensor log(const Tensor& x) {
 //   forward:   y = sqrt(x)
 //   backward:  grad_x = grad / (2 y)      saves the output y
 struct SqrtBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     return {div(grad, mul(y.get(), 2.0))};
   }
@@ -97,7 +97,7 @@ Tensor sign(const Tensor& x) {
 //   forward:   y = |x|
 //   backward:  grad_x = grad * sign(x)      saves x (the subgradient at 0 is 0, as in PyTorch)
 struct AbsBackward final : Node {
-  SavedTensor x{this};
+  SavedTensor x{this, "x"};
   std::vector<Tensor> backward(const Tensor& grad) override { return {mul(grad, sign(x.get()))}; }
   const char* name() const override { return "AbsBackward"; }
 };
@@ -117,7 +117,7 @@ Tensor abs(const Tensor& x) {
 //   forward:   y = tanh(x)
 //   backward:  grad_x = grad * (1 - y^2)      saves the output y (cheaper than x)
 struct TanhBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor yv = y.get();
     return {mul(grad, sub(scalar_tensor(1.0, yv.dtype()), mul(yv, yv)))};
@@ -140,7 +140,7 @@ Tensor tanh(const Tensor& x) {
 //   forward:   y = 1 / (1 + e^-x)   (NOTE: evaluated as e^x / (1 + e^x) for x < 0: no overflow)
 //   backward:  grad_x = grad * y * (1 - y)      saves the output y
 struct SigmoidBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor yv = y.get();
     return {mul(grad, mul(yv, sub(scalar_tensor(1.0, yv.dtype()), yv)))};
@@ -168,7 +168,7 @@ Tensor sigmoid(const Tensor& x) {
 //   forward:   y = max(x, 0)
 //   backward:  grad_x = grad * (y > 0)      saves the output y
 struct ReluBackward final : Node {
-  SavedTensor y{this};
+  SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor yv = y.get();
     return {mul(grad, gt(yv, 0.0).to(yv.dtype()))};

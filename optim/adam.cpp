@@ -32,15 +32,12 @@ using kernels::AdamCoeffs;
 using kernels::AdamParam;
 
 // Reference kernel: the update of one parameter, element by element, with the coefficients cast
-// to T as the tuned kernel casts them.
+// to T by coeffs_in, as in the tuned kernel.
 template <class T>
 void adam_reference(const AdamParam<T>& a, bool decoupled, bool amsgrad) {
   const AdamCoeffs& c = a.c;
-  const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
-  const T one_minus_b1 = static_cast<T>(1 - c.beta1), one_minus_b2 = static_cast<T>(1 - c.beta2);
-  const T wd = static_cast<T>(c.weight_decay), decay = static_cast<T>(1 - c.lr * c.weight_decay);
-  const T bc2_sqrt = static_cast<T>(c.bias_correction2_sqrt), eps = static_cast<T>(c.eps);
-  const T neg_step = static_cast<T>(-c.step_size);
+  const auto [b1, b2, one_minus_b1, one_minus_b2, wd, decay, bc2_sqrt, eps, neg_step] =
+      coeffs_in<T>(c);
   for (int64_t i = 0; i < a.n; ++i) {
     T g = a.g[i];
     if (decoupled) {

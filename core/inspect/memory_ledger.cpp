@@ -1,5 +1,6 @@
 // The memory ledger: classifies the allocator's live storages by walking what holds them.
 #include "core/inspect/memory_ledger.h"
+#include "core/inspect/scope.h"
 
 #include <fmt/format.h>
 
@@ -45,7 +46,11 @@ class Claims {
 
 // The module a node's forward ran in. Nodes do not carry a module scope yet: every node is
 // grouped under "" until they do.
-std::string module_of(const Node& /*node*/) { return ""; }
+// The module whose forward recorded the node (core/inspect/scope.h); "" outside modules or when
+// scopes were not recorded.
+std::string module_of(const Node& node) {
+  return node.module_scope ? node.module_scope->path : std::string();
+}
 
 std::string module_of_parameter(const std::string& name) {
   const size_t dot = name.rfind('.');

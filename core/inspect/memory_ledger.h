@@ -42,7 +42,8 @@ struct MemoryCategories {
 // Saved activations of the nodes one forward op recorded.
 struct SavedBytes {
   std::string op;  // "matmul"
-  // The module whose forward recorded the nodes. Empty until nodes carry their module scope.
+  // The module whose forward recorded the nodes (their module scope); "" outside modules or
+  // when no nn::RecordScopes was alive.
   std::string module;
   int64_t nodes = 0;  // nodes holding saved tensors
   int64_t bytes = 0;  // storages no parameter, gradient, state or earlier node already holds

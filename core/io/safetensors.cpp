@@ -202,6 +202,39 @@ std::vector<Entry> read_entries(const json& header, uint64_t data_start, uint64_
   return entries;
 }
 
+// A string for an error message: bytes outside printable ASCII as \xNN, cut short.
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 40))
+    out += c >= 0x20 && c < 0x7f && c != '\\' ? std::string(1, static_cast<char>(c))
+                                              : fmt::format("\\x{:02x}", c);
+  return s.size() > 40 ? out + "..." : out;
+}
+
+// The header is JSON, which holds only UTF-8 text: names the first name, key or value that is
+// not (nlohmann's dump() refused it without saying which).
+ValueError not_utf8(const NamedTensors& tensors, const Metadata& metadata) {
+  auto bad = [](const std::string& s) {
+    try {
+      (void)json(s).dump();
+      return false;
+    } catch (const json::type_error&) {
+      return true;
+    }
+  };
+  auto error = [](const std::string& what, const std::string& s) {
+    return ValueError(fmt::format(
+        "save_safetensors: {} '{}' is not valid UTF-8 (the header is JSON)", what, escaped(s)));
+  };
+  for (const auto& [name, t] : tensors)
+    if (bad(name)) return error("tensor name", name);
+  for (const auto& [key, value] : metadata) {
+    if (bad(key)) return error("metadata key", key);
+    if (bad(value)) return error(fmt::format("value of metadata key '{}'", escaped(key)), value);
+  }
+  return ValueError("save_safetensors: the header is not valid UTF-8");
+}
+
 }  // namespace
 
 const Tensor* SafetensorsFile::find(const std::string& name) const {
@@ -328,7 +361,12 @@ std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& m
     payload.push_back(c);
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string h = header.dump();
+  std::string h;
+  try {
+    h = header.dump();
+  } catch (const json::type_error&) {  // found by fuzzing: escaped as nlohmann's type_error
+    throw not_utf8(tensors, metadata);
+  }
   h.append((8 - h.size() % 8) % 8, ' ');  // align the data section to 8 bytes
   std::string out(8, '\0');
   const uint64_t n = h.size();

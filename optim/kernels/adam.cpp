@@ -15,11 +15,8 @@ namespace {
 template <class T, bool Decoupled, bool AmsGrad, bool WeightDecay>
 void adam_kernel(const AdamParam<T>& a, int64_t begin, int64_t end) {
   const AdamCoeffs& c = a.c;
-  const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
-  const T one_minus_b1 = static_cast<T>(1 - c.beta1), one_minus_b2 = static_cast<T>(1 - c.beta2);
-  const T wd = static_cast<T>(c.weight_decay), decay = static_cast<T>(1 - c.lr * c.weight_decay);
-  const T bc2_sqrt = static_cast<T>(c.bias_correction2_sqrt), eps = static_cast<T>(c.eps);
-  const T neg_step = static_cast<T>(-c.step_size);
+  const auto [b1, b2, one_minus_b1, one_minus_b2, wd, decay, bc2_sqrt, eps, neg_step] =
+      coeffs_in<T>(c);
   T *p = a.p, *m = a.m, *v = a.v, *vmax = a.vmax;
   const T* g = a.g;
   // Elementwise: the arrays are distinct tensors, and even aliased ones would only meet at the

@@ -17,6 +17,27 @@ struct AdamCoeffs {
   double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
 };
 
+// The coefficients in T, cast once and alike for both kernels (so they agree bit for bit).
+template <class T>
+struct AdamCoeffsIn {
+  T b1, b2, one_minus_b1, one_minus_b2;
+  T wd, decay;  // Adam's L2 weight decay; AdamW's factor 1 - lr * weight_decay
+  T bc2_sqrt, eps, neg_step;
+};
+
+template <class T>
+AdamCoeffsIn<T> coeffs_in(const AdamCoeffs& c) {
+  return {static_cast<T>(c.beta1),
+          static_cast<T>(c.beta2),
+          static_cast<T>(1 - c.beta1),
+          static_cast<T>(1 - c.beta2),
+          static_cast<T>(c.weight_decay),
+          static_cast<T>(1 - c.lr * c.weight_decay),
+          static_cast<T>(c.bias_correction2_sqrt),
+          static_cast<T>(c.eps),
+          static_cast<T>(-c.step_size)};
+}
+
 // One parameter's data for a step: n elements of p, g, m, v (and vmax with amsgrad).
 template <class T>
 struct AdamParam {

@@ -215,3 +215,36 @@ TEST_CASE("safetensors: numbers no double holds, deep nesting, unrepresentable s
     CHECK(std::string(e.what()).size() < 300);
   }
 }
+
+// Found by fuzzing (tests/fuzz/fuzz_safetensors.cpp): a name or metadata string that is not UTF-8
+// escaped the writer as nlohmann::type_error. JSON holds only UTF-8, so the writer refuses it
+// with a ValueError naming the string (its bytes escaped); valid UTF-8 of any script round-trips.
+TEST_CASE("safetensors writer: strings that are not UTF-8 are a ValueError naming them",
+          "[core][io][fuzz]") {
+  const std::string lone_continuation = "\x84w", cut_sequence = "caf\xc3";
+  CHECK_THROWS_AS(io::serialize_safetensors({{lone_continuation, ones({2})}}), ValueError);
+  CHECK_THROWS_WITH(io::serialize_safetensors({{lone_continuation, ones({2})}}),
+                    Contains("tensor name") && Contains("\\x84w") && Contains("UTF-8"));
+  CHECK_THROWS_WITH(io::serialize_safetensors({}, {{cut_sequence, "v"}}),
+                    Contains("metadata key") && Contains("caf\\xc3"));
+  CHECK_THROWS_WITH(io::serialize_safetensors({}, {{"k", "\xff\xfe"}}),
+                    Contains("value of metadata key 'k'") && Contains("\\xff\\xfe"));
+  CHECK_THROWS_AS(io::save_safetensors(temp_path("never.safetensors"), {{"\xc0\xaf", ones({1})}}),
+                  ValueError);
+  // Through a checkpoint: a string scalar, a key, a tensor name.
+  io::Checkpoint ck;
+  ck.set("note", std::string("\xed\xa0\x80"));  // a UTF-16 surrogate encoded as UTF-8
+  CHECK_THROWS_AS(ck.serialize(), ValueError);
+  io::Checkpoint keyed;
+  keyed.set(std::string("k\xff"), 1);
+  CHECK_THROWS_AS(keyed.serialize(), ValueError);
+  io::Checkpoint named;
+  named.put_section("model", {{"w\xfe", ones({1})}});
+  CHECK_THROWS_WITH(named.serialize(), Contains("model.w\\xfe"));
+  // Valid UTF-8 round-trips, escapes and all.
+  const std::string text = "gr\xc3\xbc\xc3\x9f \xd0\xbf\xd1\x80\xd0\xb8 \xf0\x9f\x98\x80 \"\\\n";
+  const io::SafetensorsFile back = io::parse_safetensors(
+      io::serialize_safetensors({{text, ones({1})}}, {{text, text}}), "utf8.safetensors");
+  CHECK(back.tensors.at(0).first == text);
+  CHECK(back.metadata.at(text) == text);
+}

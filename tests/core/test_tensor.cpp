@@ -97,6 +97,52 @@ TEST_CASE("view refuses incompatible strides, reshape copies", "[core]") {
   CHECK_THROWS_AS(a.reshape({-1, -1}), ShapeError);
 }
 
+TEST_CASE("dims are checked in one place: the error names the op, the dim and the shape",
+          "[core]") {
+  Tensor a = zeros({2, 3});
+  CHECK_THROWS_WITH(a.size(2),
+                    Contains("size: dim 2 is out of range [-2, 1]") && Contains("shape (2, 3)"));
+  CHECK_THROWS_WITH(a.unsqueeze(4), Contains("unsqueeze: dim 4 is out of range [-3, 2]"));
+  CHECK(a.unsqueeze(-1).shape() == Shape{2, 3, 1});
+  // A 0-d tensor accepts dim 0 and -1 where no dim is read (PyTorch's rule)...
+  Tensor s = scalar_tensor(1.0);
+  CHECK(s.unsqueeze(-1).shape() == Shape{1});
+  CHECK(sum(s, {-1}).dim() == 0);
+  CHECK_THROWS_WITH(sum(s, {0, -1}), Contains("dim -1 appears twice"));
+  // ... but has no dim whose size or stride could be read.
+  CHECK_THROWS_WITH(s.size(0), Contains("size: dim 0 of a 0-d tensor"));
+  CHECK_THROWS_WITH(s.stride(-1), Contains("stride: dim -1 of a 0-d tensor"));
+  CHECK_THROWS_WITH(s.select(0, 0), Contains("select: dim 0 of a 0-d tensor"));
+  CHECK_THROWS_WITH(s.slice(0, 0, 1), Contains("slice"));
+  CHECK_THROWS_WITH(s.narrow(0, 0, 1), Contains("narrow"));
+  CHECK_THROWS_WITH(s.unflatten(0, {1}), Contains("unflatten"));
+}
+
+TEST_CASE("reshape_fresh_ and set_data_ change a tensor's metadata in place", "[core]") {
+  Tensor y = arange(6, kFloat64);
+  const TensorImpl* impl = &y.impl();
+  reshape_fresh_(y, {2, 3});
+  CHECK(&y.impl() == impl);
+  CHECK(y.shape() == Shape{2, 3});
+  CHECK(y.strides() == Shape{3, 1});
+  CHECK(y.select(0, 1).to_vector<double>() == std::vector<double>{3, 4, 5});
+  CHECK_THROWS_WITH(reshape_fresh_(y, {4}), Contains("(4,)") && Contains("6 elements"));
+  Tensor transposed = y.t();
+  CHECK_THROWS_WITH(reshape_fresh_(transposed, {6}), Contains("fresh contiguous"));
+  Tensor x = ones({3}, kFloat64).requires_grad_();
+  Tensor z = mul(x, 2.0);
+  CHECK_THROWS_WITH(reshape_fresh_(z, {3, 1}), Contains("grad_fn"));
+
+  Tensor p = zeros({2}, kFloat64).requires_grad_();
+  Tensor handle = p;  // another handle, as an optimizer keeps
+  p.set_grad(ones({2}, kFloat64));
+  set_data_(p, full({3}, 7.0, kFloat32));
+  CHECK(handle.dtype() == kFloat32);
+  CHECK(handle.to_vector<float>() == std::vector<float>{7, 7, 7});
+  CHECK(!handle.grad().defined());  // the old gradient no longer fits
+  CHECK(handle.requires_grad());
+}
+
 TEST_CASE("bad view arguments throw with the op and shapes", "[core]") {
   Tensor a = zeros({2, 3});
   CHECK_THROWS_WITH(a.transpose(0, 2), Contains("transpose") && Contains("dim 2"));
