@@ -1,5 +1,5 @@
-// Checks that what the docs (README.md, docs/**/*.md) quote about the source is true, so they cannot
-// drift from the code unnoticed. Outside fenced code blocks it reads:
+// Checks that what the docs (README.md, docs/**/*.md) quote about the source is true, so they
+// cannot drift from the code unnoticed. Outside fenced code blocks it reads:
 //   - every path in backticks (`ops/softmax.cpp`, `kernels/softmax.*`, `tensor.h/.cpp`, a
 //     directory `optim/`) and every relative link target: it must exist. A path whose first part
 //     is a top-level directory is taken from the root; a bare file name (`row_layout.h`) may

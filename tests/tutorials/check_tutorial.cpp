@@ -1,8 +1,7 @@
-// check_tutorial --block <where> <expected file> <program> [--block ...]: runs each program (a
-// code block of a tutorial, extracted by tests/tutorials/CMakeLists.txt) in order and compares
-// what it prints on stdout with the output the tutorial shows after it, by the rules of
-// output_match.h. A program that exits non-zero fails its block. Exit code: 0 when every block
-// matched.
+// check_tutorial --block <where> <expected file> <program> <block name> [--block ...]: runs each
+// block of a tutorial (`program block`; tests/tutorials/CMakeLists.txt extracts them) in order and
+// compares what it prints on stdout with the output the tutorial shows after it, by the rules of
+// output_match.h. A block that exits non-zero fails. Exit code: 0 when every block matched.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -21,9 +20,9 @@ struct Run {
   int status = -1;
 };
 
-Run run(const std::string& program) {
+Run run(const std::string& program, const std::string& block) {
   Run r;
-  FILE* pipe = popen(("'" + program + "'").c_str(), "r");
+  FILE* pipe = popen(("'" + program + "' '" + block + "'").c_str(), "r");
   if (!pipe) return r;
   char buffer[4096];
   for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.out.append(buffer, n);
@@ -48,15 +47,15 @@ void print_lines(const char* title, const std::vector<std::string>& lines) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5 || (argc - 1) % 4 != 0) {
-    std::cerr << "usage: check_tutorial --block <where> <expected file> <program> [...]\n";
+  if (argc < 6 || (argc - 1) % 5 != 0) {
+    std::cerr << "usage: check_tutorial --block <where> <expected file> <program> <block> [...]\n";
     return 2;
   }
   int failed = 0, blocks = 0;
-  for (int i = 1; i + 3 < argc; i += 4) {
+  for (int i = 1; i + 4 < argc; i += 5) {
     const std::string where = argv[i + 1], expected_path = argv[i + 2], program = argv[i + 3];
     ++blocks;
-    const Run r = run(program);
+    const Run r = run(program, argv[i + 4]);
     const std::vector<std::string> expected = tutorials::lines_of(read_file(expected_path)),
                                    actual = tutorials::lines_of(r.out);
     if (r.status != 0) {
