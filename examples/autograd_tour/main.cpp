@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include "examples/autograd_tour/tour.h"
 #include "examples/common/cli.h"
@@ -17,6 +18,20 @@
 #include "nabla.h"
 
 using namespace nabla;
+
+// --out must be a directory the tour can write into: checked before anything runs, so that a bad
+// path is one clear error rather than a failure after the first part.
+void prepare_out_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw IOError(fmt::format("autograd_tour: cannot create the --out directory '{}': {}", dir,
+                              ec.message()));
+  const std::string probe = dir + "/.autograd_tour_write_test";
+  if (!std::ofstream(probe))
+    throw IOError(fmt::format("autograd_tour: cannot write into the --out directory '{}'", dir));
+  std::filesystem::remove(probe, ec);
+}
 
 int run(int argc, char** argv) {
   examples::CommandLine cli{
@@ -38,7 +53,7 @@ int run(int argc, char** argv) {
   if (threads > 0) set_num_threads(threads);
   if (smoke) settings.warmup_steps = 0;
   settings.seed = seed;
-  std::filesystem::create_directories(out_dir);
+  prepare_out_dir(out_dir);
   const auto t0 = std::chrono::steady_clock::now();
 
   const tour::WorkedExampleResult part1 = tour::worked_example(out_dir);
