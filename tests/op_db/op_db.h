@@ -120,7 +120,8 @@ Sample large(Sample s);  // values near 1e4: a finite-difference step of 1e-3 (r
 std::vector<OpInfo> unary_ops();        // ops_unary.cpp: unary.h, pointwise math, activation.h
 std::vector<OpInfo> binary_ops();       // ops_binary.cpp: arithmetic.h, clamp, where, max/min
 std::vector<OpInfo> reduction_ops();    // ops_reduce.cpp: reduce.h, reduce_dim.h, statistics.h
-std::vector<OpInfo> softmax_ops();      // ops_softmax_loss.cpp: softmax.h, loss.h
+std::vector<OpInfo> softmax_ops();      // ops_softmax.cpp: softmax.h
+std::vector<OpInfo> loss_ops();         // ops_loss.cpp: loss.h
 std::vector<OpInfo> shape_ops();        // ops_shape.cpp: shape.h
 std::vector<OpInfo> view_ops();         // ops_views.cpp: Tensor views and conversions
 std::vector<OpInfo> nn_ops();           // ops_nn.cpp: linalg, linear, layer_norm, embedding,

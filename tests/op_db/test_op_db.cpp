@@ -186,7 +186,11 @@ std::vector<Tensor> map(const std::vector<Tensor>& ts, F&& f) {
   return out;
 }
 
-bool names_op(const std::string& message, const std::string& op) {
+// A composite twin may be named by its fused op ("softmax: ..." for softmax_composite): the
+// message still points at the function the user called.
+bool names_op(const std::string& message, std::string op) {
+  const std::string suffix = "_composite";
+  if (op.size() > suffix.size() && op.ends_with(suffix)) op.resize(op.size() - suffix.size());
   return message.find(op) != std::string::npos;
 }
 // "ScaledDotProductAttentionBackward" names scaled_dot_product_attention.

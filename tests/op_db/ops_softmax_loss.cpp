@@ -1,5 +1,0 @@
-#include "tests/op_db/op_db.h"
-
-namespace nabla::op_db {
-std::vector<OpInfo> softmax_ops() { return {}; }
-}  // namespace nabla::op_db
