@@ -80,6 +80,8 @@ struct OpInfo {
   Tolerance threads{0, 0};        // 1 vs 2 threads, float32 (float64: scaled by 1e-8)
   GradcheckOptions grad{};
   bool twice_differentiable = true;  // false: create_graph must refuse with an AutogradError
+  bool any_layout = true;  // false: the op needs compatible strides (view), so the layout check
+                           // compares the sample's own layout with a contiguous copy only
   std::string note;                  // why a flag differs from the default
 };
 

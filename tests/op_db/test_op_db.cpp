@@ -110,7 +110,12 @@ std::string bitwise_diff(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype())
     return fmt::format("{} {} vs {} {}", shape_str(a.shape()), dtype_name(a.dtype()),
                        shape_str(b.shape()), dtype_name(b.dtype()));
-  if (!is_floating(a.dtype())) return "";
+  if (!is_floating(a.dtype())) {
+    auto ai = a.to(kInt64).to_vector<int64_t>(), bi = b.to(kInt64).to_vector<int64_t>();
+    for (size_t i = 0; i < ai.size(); ++i)
+      if (ai[i] != bi[i]) return fmt::format("element {}: {} vs {}", i, ai[i], bi[i]);
+    return "";
+  }
   auto av = a.to(kFloat64).to_vector<double>(), bv = b.to(kFloat64).to_vector<double>();
   for (size_t i = 0; i < av.size(); ++i)
     if (!(av[i] == bv[i] || (std::isnan(av[i]) && std::isnan(bv[i]))))
@@ -247,10 +252,12 @@ void check_sample(const Context& c, const Sample& s) {
       auto views = views_of(s, converted(s, dt));
       auto contiguous = map(views, [](const Tensor& t) { return t.contiguous(); });
       const Result ref = evaluate(s, contiguous, grad);
-      const std::pair<const char*, std::vector<Tensor>> variants[] = {
-          {"sample's layout", views},
-          {"strided copy", map(contiguous, strided_copy)},
-          {"reversed-dims copy", map(contiguous, reversed_copy)}};
+      std::vector<std::pair<const char*, std::vector<Tensor>>> variants = {
+          {"sample's layout", views}};
+      if (op.any_layout) {
+        variants.emplace_back("strided copy", map(contiguous, strided_copy));
+        variants.emplace_back("reversed-dims copy", map(contiguous, reversed_copy));
+      }
       for (const auto& [name, vs] : variants)
         if (std::string d = compare_results(evaluate(s, vs, grad), ref, nullptr); !d.empty())
           c.fail("layouts " + tag, fmt::format("{} vs contiguous: {}", name, d));
