@@ -105,6 +105,10 @@ Sample large(Sample s) {
   s.eps = 1e-3;
   return s;
 }
+std::vector<Sample> without_big(std::vector<Sample> s) {
+  std::erase_if(s, [](const Sample& x) { return x.big; });
+  return s;
+}
 Sample float_only(Sample s) {
   s.other_dtypes = false;
   return s;

@@ -78,6 +78,8 @@ struct OpInfo {
   std::vector<DType> dtypes = {kFloat32, kFloat64};
   Tolerance float32{1e-5, 1e-4};  // float32 result against float64
   Tolerance threads{0, 0};        // 1 vs 2 threads, float32 (float64: scaled by 1e-8)
+  Tolerance layouts{0, 0};        // non-contiguous vs contiguous, float32 (float64: scaled by
+                                  // 1e-8); 0 = bitwise
   GradcheckOptions grad{};
   bool twice_differentiable = true;  // false: create_graph must refuse with an AutogradError
   bool any_layout = true;  // false: the op needs compatible strides (view), so the layout check
@@ -115,6 +117,9 @@ std::vector<Sample> binary_samples(const OpFn& op, Dist a = {}, Dist b = {}, boo
 Sample sample(std::string name, std::vector<Arg> args, OpFn op);
 Sample forward_only(Sample s);  // gradcheck off (a kink or pole); name says why
 Sample big(Sample s);
+// The same samples without the big ones: an op's second and later variants (another exponent,
+// approximation or reduction) run through the same parallel kernels, so one big sample is enough.
+std::vector<Sample> without_big(std::vector<Sample> s);
 Sample float_only(Sample s);
 Sample large(Sample s);  // values near 1e4: a finite-difference step of 1e-3 (relative 1e-7)
 
