@@ -237,11 +237,7 @@ Tensor& div_(Tensor& self, const Tensor& other) {
   return inplace(
       "div_", self, other, [](const Tensor& a, const Tensor& b) { return div(a, b); }, true);
 }
-Tensor& add_(Tensor& self, double other) {
-  return add_(self, scalar_like("add_", self, other));
-}
-Tensor& mul_(Tensor& self, double other) {
-  return mul_(self, scalar_like("mul_", self, other));
-}
+Tensor& add_(Tensor& self, double other) { return add_(self, scalar_like("add_", self, other)); }
+Tensor& mul_(Tensor& self, double other) { return mul_(self, scalar_like("mul_", self, other)); }
 
 }  // namespace nabla

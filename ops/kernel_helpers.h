@@ -97,8 +97,8 @@ Tensor map_binary_float(const char* op, const Tensor& a, const Tensor& b, F&& f)
 // silent rounding.
 inline void check_scalar_fits(const char* op, const Tensor& x, double value) {
   constexpr double kInt64Limit = 9223372036854775808.0;  // 2^63; every double below converts
-  const bool fits = x.dtype() == DType::Int64 ? std::floor(value) == value &&
-                                                    value >= -kInt64Limit && value < kInt64Limit
+  const bool fits = x.dtype() == DType::Int64
+                        ? std::floor(value) == value && value >= -kInt64Limit && value < kInt64Limit
                     : x.dtype() == DType::Bool ? value == 0 || value == 1
                                                : true;
   if (!fits)

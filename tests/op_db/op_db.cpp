@@ -130,7 +130,8 @@ std::vector<Sample> unary_samples(const OpFn& op, Dist d, bool large) {
       sample("4-D (2, 1, 3, 2)", {arg({2, 1, 3, 2}, d)}, op),
       big(sample("big (264, 512)", {arg(kBig, d)}, op)),
   };
-  if (large) s.push_back(op_db::large(sample("large |x| <= 1e4 (4, 3)", {arg({4, 3}, kLarge)}, op)));
+  if (large)
+    s.push_back(op_db::large(sample("large |x| <= 1e4 (4, 3)", {arg({4, 3}, kLarge)}, op)));
   return s;
 }
 

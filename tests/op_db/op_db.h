@@ -36,15 +36,15 @@ using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
 struct Sample {
   std::string name;  // what the case covers: "broadcast (3, 1) x (4)", "edge: x = 0", ...
   std::vector<Arg> args;
-  OpFn op;                     // the op with its other arguments bound, on the args' views
-  bool gradcheck = true;       // false: forward-only (a kink or a pole: the derivative is a
-                               // convention finite differences cannot see)
-  bool gradgradcheck = true;   // false: the second derivative is not smooth at this point
-  bool float32 = true;         // false: float32 overflows or underflows where float64 does not
-  bool big = false;            // crosses the parallel grain: forward and one backward only
-  double eps = 0;              // gradcheck's step when not the entry's (large magnitudes)
-  bool other_dtypes = true;    // false: the sample's arguments are float-only (a -inf fill, a
-                               // fractional bound), so the int64/bool sweep skips it
+  OpFn op;                    // the op with its other arguments bound, on the args' views
+  bool gradcheck = true;      // false: forward-only (a kink or a pole: the derivative is a
+                              // convention finite differences cannot see)
+  bool gradgradcheck = true;  // false: the second derivative is not smooth at this point
+  bool float32 = true;        // false: float32 overflows or underflows where float64 does not
+  bool big = false;           // crosses the parallel grain: forward and one backward only
+  double eps = 0;             // gradcheck's step when not the entry's (large magnitudes)
+  bool other_dtypes = true;   // false: the sample's arguments are float-only (a -inf fill, a
+                              // fractional bound), so the int64/bool sweep skips it
   Tensor call(const std::vector<Tensor>& values) const;  // op on the values in the args' layouts
   std::vector<Tensor> leaves() const;
 };
@@ -84,7 +84,7 @@ struct OpInfo {
   bool twice_differentiable = true;  // false: create_graph must refuse with an AutogradError
   bool any_layout = true;  // false: the op needs compatible strides (view), so the layout check
                            // compares the sample's own layout with a contiguous copy only
-  std::string note;                  // why a flag differs from the default
+  std::string note;        // why a flag differs from the default
 };
 
 // --- argument makers ------------------------------------------------------------------------
@@ -124,15 +124,15 @@ Sample float_only(Sample s);
 Sample large(Sample s);  // values near 1e4: a finite-difference step of 1e-3 (relative 1e-7)
 
 // --- the table, by family (each file under tests/op_db/) --------------------------------------
-std::vector<OpInfo> unary_ops();        // ops_unary.cpp: unary.h, pointwise math, activation.h
-std::vector<OpInfo> binary_ops();       // ops_binary.cpp: arithmetic.h, clamp, where, max/min
-std::vector<OpInfo> reduction_ops();    // ops_reduce.cpp: reduce.h, reduce_dim.h, statistics.h
-std::vector<OpInfo> softmax_ops();      // ops_softmax.cpp: softmax.h
-std::vector<OpInfo> loss_ops();         // ops_loss.cpp: loss.h
-std::vector<OpInfo> shape_ops();        // ops_shape.cpp: shape.h
-std::vector<OpInfo> view_ops();         // ops_views.cpp: Tensor views and conversions
-std::vector<OpInfo> nn_ops();           // ops_nn.cpp: linalg, linear, layer_norm, dropout
-std::vector<OpInfo> indexing_ops();     // ops_indexing.cpp: embedding.h, indexing.h
+std::vector<OpInfo> unary_ops();           // ops_unary.cpp: unary.h, pointwise math, activation.h
+std::vector<OpInfo> binary_ops();          // ops_binary.cpp: arithmetic.h, clamp, where, max/min
+std::vector<OpInfo> reduction_ops();       // ops_reduce.cpp: reduce.h, reduce_dim.h, statistics.h
+std::vector<OpInfo> softmax_ops();         // ops_softmax.cpp: softmax.h
+std::vector<OpInfo> loss_ops();            // ops_loss.cpp: loss.h
+std::vector<OpInfo> shape_ops();           // ops_shape.cpp: shape.h
+std::vector<OpInfo> view_ops();            // ops_views.cpp: Tensor views and conversions
+std::vector<OpInfo> nn_ops();              // ops_nn.cpp: linalg, linear, layer_norm, dropout
+std::vector<OpInfo> indexing_ops();        // ops_indexing.cpp: embedding.h, indexing.h
 std::vector<OpInfo> conv_attention_ops();  // ops_conv_attention.cpp: patches.h, attention.h
 const std::vector<OpInfo>& all_ops();
 

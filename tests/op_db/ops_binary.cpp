@@ -15,7 +15,10 @@ void append(std::vector<Sample>& to, std::vector<Sample> more) {
 // The errors every broadcasting binary op shares.
 std::vector<ErrorInput> binary_errors(BinaryFn f) {
   return {
-      expect<ShapeError>("shapes (2, 3) and (4)", [f] { f(ones({2, 3}), ones({4})); }),
+      expect<ShapeError>("shapes (2, 3) and (4)",
+                         [f] {
+                           f(ones({2, 3}), ones({4}));
+                         }),
       expect<DTypeError>("float32 and float64", [f] { f(ones({2}), ones({2}, kFloat64)); }),
       expect<DTypeError>("bool operands", [f] { f(ones({2}, kBool), ones({2}, kBool)); }),
   };
@@ -123,9 +126,8 @@ std::vector<OpInfo> binary_ops() {
       auto s = base();
       OpFn fn = [](const std::vector<Tensor>& v) { return div(v[0], v[1]); };
       s.push_back(sample("negative divisor", {arg({2, 3}), arg({2, 3}, {-3, -0.2})}, fn));
-      Sample z = forward_only(sample("edge: 1/0, -1/0, 0/0", {values({3}, {1, -1, 0}),
-                                                               values({3}, {0, 0, 0})},
-                                     fn));
+      Sample z = forward_only(
+          sample("edge: 1/0, -1/0, 0/0", {values({3}, {1, -1, 0}), values({3}, {0, 0, 0})}, fn));
       s.push_back(z);
       return s;
     };
@@ -135,7 +137,9 @@ std::vector<OpInfo> binary_ops() {
     OpInfo n;
     n.name = "neg";
     n.dtypes = {kFloat32, kFloat64, kInt64};
-    n.samples = [] { return unary_samples([](const std::vector<Tensor>& v) { return neg(v[0]); }); };
+    n.samples = [] {
+      return unary_samples([](const std::vector<Tensor>& v) { return neg(v[0]); });
+    };
     n.errors = [] {
       return std::vector<ErrorInput>{expect<DTypeError>("bool", [] { neg(ones({2}, kBool)); })};
     };
@@ -147,8 +151,8 @@ std::vector<OpInfo> binary_ops() {
     p.samples = [] {
       std::vector<Sample> s;
       for (double e : {2.0, 3.0, 0.0, -1.0}) {
-        auto u = unary_samples([e](const std::vector<Tensor>& v) { return pow(v[0], e); }, {},
-                               e >= 0);
+        auto u =
+            unary_samples([e](const std::vector<Tensor>& v) { return pow(v[0], e); }, {}, e >= 0);
         append(s, e == 2.0 ? u : without_big(u));
       }
       for (double e : {0.5, -1.5, 2.5})
@@ -186,8 +190,8 @@ std::vector<OpInfo> binary_ops() {
       for (Bounds b : {Bounds{"[-1, 1] ", -1.0, 1.0}, Bounds{"[-0.5, ) ", -0.5, std::nullopt},
                        Bounds{"( , 0.5] ", std::nullopt, 0.5}, Bounds{"min > max ", 1.0, -1.0}}) {
         OpFn fn = [b](const std::vector<Tensor>& v) { return clamp(v[0], b.lo, b.hi); };
-        const bool integral = (!b.lo || *b.lo == std::floor(*b.lo)) &&
-                              (!b.hi || *b.hi == std::floor(*b.hi));
+        const bool integral =
+            (!b.lo || *b.lo == std::floor(*b.lo)) && (!b.hi || *b.hi == std::floor(*b.hi));
         auto u = unary_samples(fn, {-3, 3}, true);
         for (Sample& x : s.empty() ? u : without_big(u)) {
           x.name = b.tag + x.name;
@@ -195,9 +199,9 @@ std::vector<OpInfo> binary_ops() {
           s.push_back(std::move(x));
         }
       }
-      s.push_back(forward_only(sample(
-          "edge: on the bounds (gradient passes), nan", {values({3}, {-1, 1, std::nan("")})},
-          [](const std::vector<Tensor>& v) { return clamp(v[0], -1.0, 1.0); })));
+      s.push_back(forward_only(
+          sample("edge: on the bounds (gradient passes), nan", {values({3}, {-1, 1, std::nan("")})},
+                 [](const std::vector<Tensor>& v) { return clamp(v[0], -1.0, 1.0); })));
       return s;
     };
     c.errors = [] {
@@ -221,9 +225,9 @@ std::vector<OpInfo> binary_ops() {
                            {values({3}, {1, -2, 0.5}), values({3}, {1, -2, 0.5})}, fn);
       ties.gradgradcheck = false;  // the first derivative jumps at a tie
       s.push_back(ties);
-      s.push_back(forward_only(sample("edge: nan propagates",
-                                      {values({2}, {std::nan(""), 1}), values({2}, {0, std::nan("")})},
-                                      fn)));
+      s.push_back(forward_only(
+          sample("edge: nan propagates",
+                 {values({2}, {std::nan(""), 1}), values({2}, {0, std::nan("")})}, fn)));
       return s;
     };
     m.errors = [f = f] { return binary_errors(f); };
@@ -243,12 +247,10 @@ std::vector<OpInfo> binary_ops() {
                  {fixed(bool_mask({3, 1})), arg({1, 4}), arg({})}, fn),
           sample("0-d cond", {fixed(bool_mask({})), arg({2, 3}), arg({3})}, fn),
           sample("size-0", {fixed(bool_mask({0, 3})), arg({0, 3}), arg({3})}, fn),
-          sample("transposed a, strided b", {fixed(bool_mask({3, 4})), transposed({3, 4}),
-                                             strided({3, 4})},
-                 fn),
-          sample("expanded a, 4-D", {fixed(bool_mask({2, 1, 3, 4})), expanded({3, 1}, {3, 4}),
-                                     arg({2, 1, 1, 4})},
-                 fn),
+          sample("transposed a, strided b",
+                 {fixed(bool_mask({3, 4})), transposed({3, 4}), strided({3, 4})}, fn),
+          sample("expanded a, 4-D",
+                 {fixed(bool_mask({2, 1, 3, 4})), expanded({3, 1}, {3, 4}), arg({2, 1, 1, 4})}, fn),
           big(sample("big", {fixed(bool_mask({264, 512})), arg({264, 512}), arg({512})}, fn)),
           sample("where(cond, a, 0.0)", {fixed(bool_mask({2, 3})), arg({2, 3})}, right),
           sample("where(cond, 1.0, b)", {fixed(bool_mask({2, 3})), transposed({2, 3})}, left),
@@ -282,11 +284,10 @@ std::vector<OpInfo> binary_ops() {
           sample("0-d mask on 0-d", {arg({}), fixed(bool_mask({}))}, fill(0)),
           sample("size-0", {arg({0, 3}), fixed(bool_mask({3}))}, fill(1)),
           sample("transposed x", {transposed({3, 4}), fixed(bool_mask({3, 4}))}, fill(1)),
-          sample("expanded x, 4-D mask", {expanded({3, 1}, {2, 1, 3, 4}),
-                                          fixed(bool_mask({2, 1, 3, 4}))},
-                 fill(1)),
-          float_only(sample("fill -inf (attention masks)",
-                            {arg({2, 3}), fixed(bool_mask({2, 3}))}, fill(-INFINITY))),
+          sample("expanded x, 4-D mask",
+                 {expanded({3, 1}, {2, 1, 3, 4}), fixed(bool_mask({2, 1, 3, 4}))}, fill(1)),
+          float_only(sample("fill -inf (attention masks)", {arg({2, 3}), fixed(bool_mask({2, 3}))},
+                            fill(-INFINITY))),
           big(sample("big", {arg({264, 512}), fixed(bool_mask({512}))}, fill(0))),
       };
     };
@@ -294,8 +295,11 @@ std::vector<OpInfo> binary_ops() {
       return std::vector<ErrorInput>{
           expect<DTypeError>("float mask", [] { masked_fill(ones({2}), ones({2}), 0); }),
           expect<ShapeError>("mask (2, 3) on (3)",
-                             [] { masked_fill(ones({3}), ones({2, 3}, kBool), 0); }),
-          expect<ValueError>("int64 with 0.5", [] { masked_fill(arange(2), ones({2}, kBool), 0.5); }),
+                             [] {
+                               masked_fill(ones({3}), ones({2, 3}, kBool), 0);
+                             }),
+          expect<ValueError>("int64 with 0.5",
+                             [] { masked_fill(arange(2), ones({2}, kBool), 0.5); }),
       };
     };
     t.push_back(m);

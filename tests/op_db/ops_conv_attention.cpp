@@ -138,10 +138,10 @@ std::vector<Sample> sdpa_samples(SdpaFn f) {
              {arg({2, 3, 4}), arg({2, 5, 4}), arg({2, 5, 4}), fixed(bool_mask({3, 5}))},
              attend(f, plain)),
       sample("bool mask, a fully masked query (zero output)",
-             {arg({1, 2, 4}), arg({1, 3, 4}), arg({1, 3, 4}), fixed(masked_query)}, attend(f, plain)),
-      sample("additive mask with gradient", {arg({2, 3, 4}), arg({2, 5, 4}), arg({2, 5, 4}),
-                                             arg({3, 5})},
+             {arg({1, 2, 4}), arg({1, 3, 4}), arg({1, 3, 4}), fixed(masked_query)},
              attend(f, plain)),
+      sample("additive mask with gradient",
+             {arg({2, 3, 4}), arg({2, 5, 4}), arg({2, 5, 4}), arg({3, 5})}, attend(f, plain)),
       sample("additive mask with -inf, no gradient",
              {arg({1, 2, 2}), arg({1, 3, 2}), arg({1, 3, 2}),
               no_grad(values({2, 3}, {0, -INFINITY, 1, -INFINITY, 0, 0}))},
@@ -164,28 +164,48 @@ std::vector<Sample> sdpa_samples(SdpaFn f) {
 std::vector<ErrorInput> sdpa_errors(SdpaFn f) {
   const char* name = "scaled_dot_product_attention";
   return {
-      expect<ShapeError>("E 4 vs 3", [f] { f(ones({2, 3, 4}), ones({2, 5, 3}), ones({2, 5, 4}), {}); },
-                         name),
-      expect<ShapeError>("S 5 vs 4", [f] { f(ones({2, 3, 4}), ones({2, 5, 4}), ones({2, 4, 4}), {}); },
-                         name),
-      expect<DTypeError>("float64 k", [f] {
-        f(ones({2, 3, 4}), ones({2, 5, 4}, kFloat64), ones({2, 5, 4}), {});
-      }, name),
-      expect<ValueError>("dropout_p 2", [f] {
-        SdpaOptions o;
-        o.dropout_p = 2;
-        f(ones({1, 3, 4}), ones({1, 3, 4}), ones({1, 3, 4}), o);
-      }, name),
-      expect<ShapeError>("mask (3, 4) for scores (3, 5)", [f] {
-        SdpaOptions o;
-        o.attn_mask = ones({3, 4}, kBool);
-        f(ones({1, 3, 4}), ones({1, 5, 4}), ones({1, 5, 4}), o);
-      }, name),
-      expect<DTypeError>("int64 mask", [f] {
-        SdpaOptions o;
-        o.attn_mask = zeros({3, 5}, kInt64);
-        f(ones({1, 3, 4}), ones({1, 5, 4}), ones({1, 5, 4}), o);
-      }, name),
+      expect<ShapeError>(
+          "E 4 vs 3",
+          [f] {
+            f(ones({2, 3, 4}), ones({2, 5, 3}), ones({2, 5, 4}), {});
+          },
+          name),
+      expect<ShapeError>(
+          "S 5 vs 4",
+          [f] {
+            f(ones({2, 3, 4}), ones({2, 5, 4}), ones({2, 4, 4}), {});
+          },
+          name),
+      expect<DTypeError>(
+          "float64 k",
+          [f] {
+            f(ones({2, 3, 4}), ones({2, 5, 4}, kFloat64), ones({2, 5, 4}), {});
+          },
+          name),
+      expect<ValueError>(
+          "dropout_p 2",
+          [f] {
+            SdpaOptions o;
+            o.dropout_p = 2;
+            f(ones({1, 3, 4}), ones({1, 3, 4}), ones({1, 3, 4}), o);
+          },
+          name),
+      expect<ShapeError>(
+          "mask (3, 4) for scores (3, 5)",
+          [f] {
+            SdpaOptions o;
+            o.attn_mask = ones({3, 4}, kBool);
+            f(ones({1, 3, 4}), ones({1, 5, 4}), ones({1, 5, 4}), o);
+          },
+          name),
+      expect<DTypeError>(
+          "int64 mask",
+          [f] {
+            SdpaOptions o;
+            o.attn_mask = zeros({3, 5}, kInt64);
+            f(ones({1, 3, 4}), ones({1, 5, 4}), ones({1, 5, 4}), o);
+          },
+          name),
   };
 }
 
@@ -195,49 +215,93 @@ std::vector<OpInfo> conv_attention_ops() {
   std::vector<OpInfo> t;
   t.push_back(entry("patchify", patch_samples, [] {
     return std::vector<ErrorInput>{
-        expect<ShapeError>("3-D input", [] { patchify(ones({2, 4, 4}), 2); }),
-        expect<ShapeError>("5 not divisible by 2", [] { patchify(ones({1, 1, 4, 5}), 2); }),
-        expect<ShapeError>("p 0", [] { patchify(ones({1, 1, 4, 4}), 0); }),
+        expect<ShapeError>("3-D input",
+                           [] {
+                             patchify(ones({2, 4, 4}), 2);
+                           }),
+        expect<ShapeError>("5 not divisible by 2",
+                           [] {
+                             patchify(ones({1, 1, 4, 5}), 2);
+                           }),
+        expect<ShapeError>("p 0",
+                           [] {
+                             patchify(ones({1, 1, 4, 4}), 0);
+                           }),
     };
   }));
   t.back().dtypes = {kFloat32, kFloat64, kInt64, kBool};
   t.push_back(entry("unpatchify", unpatch_samples, [] {
     return std::vector<ErrorInput>{
-        expect<ShapeError>("6 patches for 2x2 grid", [] { unpatchify(ones({1, 6, 4}), 2, 4, 4); }),
-        expect<ShapeError>("H not divisible", [] { unpatchify(ones({1, 4, 4}), 2, 5, 4); }),
+        expect<ShapeError>("6 patches for 2x2 grid",
+                           [] {
+                             unpatchify(ones({1, 6, 4}), 2, 4, 4);
+                           }),
+        expect<ShapeError>("H not divisible",
+                           [] {
+                             unpatchify(ones({1, 4, 4}), 2, 5, 4);
+                           }),
     };
   }));
   t.back().dtypes = {kFloat32, kFloat64, kInt64, kBool};
   t.push_back(entry("unfold", unfold_samples, [] {
     return std::vector<ErrorInput>{
-        expect<ShapeError>("3-D input", [] { unfold(ones({2, 4, 4}), {2, 2}); }),
-        expect<ShapeError>("kernel larger than image", [] { unfold(ones({1, 1, 2, 2}), {3, 3}); }),
-        expect<ValueError>("stride 0", [] { unfold(ones({1, 1, 4, 4}), {2, 2}, {0, 1}); }),
-        expect<ValueError>("negative padding", [] { unfold(ones({1, 1, 4, 4}), {2, 2}, {1, 1}, {-1, 0}); }),
+        expect<ShapeError>("3-D input",
+                           [] {
+                             unfold(ones({2, 4, 4}), {2, 2});
+                           }),
+        expect<ShapeError>("kernel larger than image",
+                           [] {
+                             unfold(ones({1, 1, 2, 2}), {3, 3});
+                           }),
+        expect<ValueError>("stride 0",
+                           [] {
+                             unfold(ones({1, 1, 4, 4}), {2, 2}, {0, 1});
+                           }),
+        expect<ValueError>("negative padding",
+                           [] {
+                             unfold(ones({1, 1, 4, 4}), {2, 2}, {1, 1}, {-1, 0});
+                           }),
     };
   }));
   t.push_back(entry("fold", fold_samples, [] {
     return std::vector<ErrorInput>{
-        expect<ShapeError>("2-D input", [] { fold(ones({4, 9}), {4, 4}, {2, 2}); }),
-        expect<ShapeError>("dim 1 not a multiple of the kernel", [] { fold(ones({1, 5, 9}), {4, 4}, {2, 2}); }),
-        expect<ShapeError>("L 8 for 9 windows", [] { fold(ones({1, 4, 8}), {4, 4}, {2, 2}); }),
+        expect<ShapeError>("2-D input",
+                           [] {
+                             fold(ones({4, 9}), {4, 4}, {2, 2});
+                           }),
+        expect<ShapeError>("dim 1 not a multiple of the kernel",
+                           [] {
+                             fold(ones({1, 5, 9}), {4, 4}, {2, 2});
+                           }),
+        expect<ShapeError>("L 8 for 9 windows",
+                           [] {
+                             fold(ones({1, 4, 8}), {4, 4}, {2, 2});
+                           }),
     };
   }));
   t.push_back(entry("conv2d", conv_samples, [] {
     return std::vector<ErrorInput>{
-        expect<ShapeError>("channels 2 vs 3", [] { conv2d(ones({1, 2, 4, 4}), ones({1, 3, 2, 2}), Tensor()); }),
-        expect<ShapeError>("bias (2) for 1 output", [] {
-          conv2d(ones({1, 2, 4, 4}), ones({1, 2, 2, 2}), ones({2}));
-        }),
-        expect<DTypeError>("float64 weight", [] {
-          conv2d(ones({1, 2, 4, 4}), ones({1, 2, 2, 2}, kFloat64), Tensor());
-        }),
-        expect<ShapeError>("kernel larger than image", [] {
-          conv2d(ones({1, 1, 2, 2}), ones({1, 1, 3, 3}), Tensor());
-        }),
-        expect<DTypeError>("int64", [] {
-          conv2d(zeros({1, 1, 2, 2}, kInt64), zeros({1, 1, 1, 1}, kInt64), Tensor());
-        }),
+        expect<ShapeError>("channels 2 vs 3",
+                           [] {
+                             conv2d(ones({1, 2, 4, 4}), ones({1, 3, 2, 2}), Tensor());
+                           }),
+        expect<ShapeError>("bias (2) for 1 output",
+                           [] {
+                             conv2d(ones({1, 2, 4, 4}), ones({1, 2, 2, 2}), ones({2}));
+                           }),
+        expect<DTypeError>("float64 weight",
+                           [] {
+                             conv2d(ones({1, 2, 4, 4}), ones({1, 2, 2, 2}, kFloat64), Tensor());
+                           }),
+        expect<ShapeError>("kernel larger than image",
+                           [] {
+                             conv2d(ones({1, 1, 2, 2}), ones({1, 1, 3, 3}), Tensor());
+                           }),
+        expect<DTypeError>(
+            "int64",
+            [] {
+              conv2d(zeros({1, 1, 2, 2}, kInt64), zeros({1, 1, 1, 1}, kInt64), Tensor());
+            }),
     };
   }));
   // Its weight gradient sums 4096 products (batch x positions) per element in GEMMs that 2
@@ -248,7 +312,8 @@ std::vector<OpInfo> conv_attention_ops() {
                                                         scaled_dot_product_attention},
                          std::pair<const char*, SdpaFn>{"scaled_dot_product_attention_composite",
                                                         scaled_dot_product_attention_composite}})
-    t.push_back(entry(name, [f = f] { return sdpa_samples(f); }, [f = f] { return sdpa_errors(f); }));
+    t.push_back(entry(
+        name, [f = f] { return sdpa_samples(f); }, [f = f] { return sdpa_errors(f); }));
   return t;
 }
 

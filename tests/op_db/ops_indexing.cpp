@@ -30,8 +30,8 @@ std::vector<Sample> embedding_samples(EmbFn f) {
       sample("padding_idx -1", {arg({5, 3}), fixed(idx({4, 2}, {2}))}, emb(-1)),
       sample("no indices", {arg({5, 3}), fixed(idx({}, {0}))}, emb(std::nullopt)),
       sample("transposed weight", {transposed({5, 3}), fixed(indices({6}, 5))}, emb(std::nullopt)),
-      sample("strided weight, transposed indices",
-             {strided({5, 3}), fixed(indices({3, 2}, 5).t())}, emb(std::nullopt)),
+      sample("strided weight, transposed indices", {strided({5, 3}), fixed(indices({3, 2}, 5).t())},
+             emb(std::nullopt)),
       big(sample("big (1000, 64) by (4096)", {arg({1000, 64}), fixed(indices({4096}, 1000))},
                  emb(std::nullopt))),
   };
@@ -39,15 +39,32 @@ std::vector<Sample> embedding_samples(EmbFn f) {
 
 std::vector<ErrorInput> embedding_errors(EmbFn f) {
   return {
-      expect<ValueError>("index 5 of 5 rows",
-                         [f] { f(ones({5, 3}), idx({0, 5}, {2}), std::nullopt); }, "embedding"),
-      expect<ValueError>("index -1", [f] { f(ones({5, 3}), idx({-1}, {1}), std::nullopt); },
-                         "embedding"),
-      expect<DTypeError>("float indices", [f] { f(ones({5, 3}), ones({2}), std::nullopt); },
-                         "embedding"),
-      expect<ShapeError>("1-D weight", [f] { f(ones({5}), idx({0}, {1}), std::nullopt); },
-                         "embedding"),
-      expect<ValueError>("padding_idx 5", [f] { f(ones({5, 3}), idx({0}, {1}), 5); }, "embedding"),
+      expect<ValueError>(
+          "index 5 of 5 rows",
+          [f] {
+            f(ones({5, 3}), idx({0, 5}, {2}), std::nullopt);
+          },
+          "embedding"),
+      expect<ValueError>(
+          "index -1",
+          [f] {
+            f(ones({5, 3}), idx({-1}, {1}), std::nullopt);
+          },
+          "embedding"),
+      expect<DTypeError>(
+          "float indices",
+          [f] {
+            f(ones({5, 3}), ones({2}), std::nullopt);
+          },
+          "embedding"),
+      expect<ShapeError>(
+          "1-D weight", [f] { f(ones({5}), idx({0}, {1}), std::nullopt); }, "embedding"),
+      expect<ValueError>(
+          "padding_idx 5",
+          [f] {
+            f(ones({5, 3}), idx({0}, {1}), 5);
+          },
+          "embedding"),
   };
 }
 
@@ -64,14 +81,16 @@ OpInfo entry(const std::string& name, std::function<std::vector<Sample>()> sampl
 
 std::vector<OpInfo> indexing_ops() {
   std::vector<OpInfo> t;
-  for (auto [name, f] : {std::pair<const char*, EmbFn>{"embedding", embedding},
-                         std::pair<const char*, EmbFn>{"embedding_composite", embedding_composite}}) {
-    t.push_back(entry(name, [f = f] { return embedding_samples(f); },
-                      [f = f] { return embedding_errors(f); }));
+  for (auto [name, f] :
+       {std::pair<const char*, EmbFn>{"embedding", embedding},
+        std::pair<const char*, EmbFn>{"embedding_composite", embedding_composite}}) {
+    t.push_back(entry(
+        name, [f = f] { return embedding_samples(f); }, [f = f] { return embedding_errors(f); }));
   }
   t[t.size() - 2].twice_differentiable = false;  // the fused backward is a scatter kernel
-  t[t.size() - 2].note = "EmbeddingBackward has no ops form; embedding_composite is the twice "
-                         "differentiable twin";
+  t[t.size() - 2].note =
+      "EmbeddingBackward has no ops form; embedding_composite is the twice "
+      "differentiable twin";
   t.push_back(entry(
       "index_select",
       [] {
@@ -82,8 +101,8 @@ std::vector<OpInfo> indexing_ops() {
             sample("dim 0 with duplicates", {arg({4, 3}), fixed(idx({3, 0, 3}, {3}))}, sel(0)),
             sample("dim -1, 0-d index", {arg({4, 3}), fixed(idx({2}, {}))}, sel(-1)),
             sample("no indices", {arg({4, 3}), fixed(idx({}, {0}))}, sel(1)),
-            sample("transposed x, strided index", {transposed({4, 3}), fixed(indices({8}, 3).slice(0, 0, 8, 2))},
-                   sel(1)),
+            sample("transposed x, strided index",
+                   {transposed({4, 3}), fixed(indices({8}, 3).slice(0, 0, 8, 2))}, sel(1)),
             sample("expanded x", {expanded({1, 3}, {4, 3}), fixed(idx({1, 1}, {2}))}, sel(0)),
             sample("4-D dim 2", {arg({2, 1, 3, 2}), fixed(idx({2, 0}, {2}))}, sel(2)),
             big(sample("big dim 0", {arg({264, 512}), fixed(indices({300}, 264))}, sel(0))),
@@ -91,9 +110,13 @@ std::vector<OpInfo> indexing_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ValueError>("index 4 of size 4", [] { index_select(ones({4}), 0, idx({4}, {1})); }),
+            expect<ValueError>("index 4 of size 4",
+                               [] { index_select(ones({4}), 0, idx({4}, {1})); }),
             expect<DTypeError>("float index", [] { index_select(ones({4}), 0, ones({1})); }),
-            expect<ShapeError>("2-D index", [] { index_select(ones({4}), 0, idx({0, 1}, {1, 2})); }),
+            expect<ShapeError>("2-D index",
+                               [] {
+                                 index_select(ones({4}), 0, idx({0, 1}, {1, 2}));
+                               }),
             expect<ShapeError>("0-d x", [] { index_select(ones({}), 0, idx({0}, {1})); }),
         };
       }));
@@ -109,11 +132,10 @@ std::vector<OpInfo> indexing_ops() {
                    ia(0)),
             sample("dim -1, 0-d index", {arg({4, 3}), fixed(idx({1}, {})), arg({4, 1})}, ia(-1)),
             sample("no indices", {arg({4, 3}), fixed(idx({}, {0})), arg({0, 3})}, ia(0)),
-            sample("transposed x, strided src", {transposed({4, 3}), fixed(idx({2, 2}, {2})),
-                                                 strided({4, 2})},
-                   ia(1)),
-            sample("expanded src", {arg({2, 3}), fixed(idx({1, 0, 1}, {3})), expanded({1, 3}, {3, 3})},
-                   ia(0)),
+            sample("transposed x, strided src",
+                   {transposed({4, 3}), fixed(idx({2, 2}, {2})), strided({4, 2})}, ia(1)),
+            sample("expanded src",
+                   {arg({2, 3}), fixed(idx({1, 0, 1}, {3})), expanded({1, 3}, {3, 3})}, ia(0)),
             big(sample("big dim 0", {arg({264, 512}), fixed(indices({100}, 264)), arg({100, 512})},
                        ia(0))),
         };
@@ -124,9 +146,8 @@ std::vector<OpInfo> indexing_ops() {
                                [] { index_add(ones({4}), 0, idx({4}, {1}), ones({1})); }),
             expect<ShapeError>("src (2) for 1 index",
                                [] { index_add(ones({4}), 0, idx({1}, {1}), ones({2})); }),
-            expect<DTypeError>("float64 src", [] {
-              index_add(ones({4}), 0, idx({1}, {1}), ones({1}, kFloat64));
-            }),
+            expect<DTypeError>("float64 src",
+                               [] { index_add(ones({4}), 0, idx({1}, {1}), ones({1}, kFloat64)); }),
         };
       }));
   t.back().dtypes = {kFloat32, kFloat64, kInt64};
@@ -145,17 +166,29 @@ std::vector<OpInfo> indexing_ops() {
             sample("empty index", {arg({3, 4}), fixed(idx({}, {3, 0}))}, g(1)),
             sample("transposed x and index", {transposed({3, 4}), fixed(indices({2, 3}, 4).t())},
                    g(1)),
-            sample("expanded x, 3-D", {expanded({2, 1, 4}, {2, 3, 4}), fixed(indices({2, 3, 2}, 4))},
-                   g(2)),
+            sample("expanded x, 3-D",
+                   {expanded({2, 1, 4}, {2, 3, 4}), fixed(indices({2, 3, 2}, 4))}, g(2)),
             big(sample("big dim 1", {arg({264, 512}), fixed(indices({264, 512}, 512))}, g(1))),
         };
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ValueError>("index 4 of size 4", [] { gather(ones({2, 4}), 1, idx({4, 0}, {2, 1})); }),
-            expect<ShapeError>("rank 1 index for 2-D x", [] { gather(ones({2, 4}), 1, idx({0}, {1})); }),
-            expect<DTypeError>("float index", [] { gather(ones({2, 4}), 1, ones({2, 1})); }),
-            expect<ShapeError>("dim 2 of 2-D", [] { gather(ones({2, 4}), 2, idx({0, 0}, {2, 1})); }),
+            expect<ValueError>("index 4 of size 4",
+                               [] {
+                                 gather(ones({2, 4}), 1, idx({4, 0}, {2, 1}));
+                               }),
+            expect<ShapeError>("rank 1 index for 2-D x",
+                               [] {
+                                 gather(ones({2, 4}), 1, idx({0}, {1}));
+                               }),
+            expect<DTypeError>("float index",
+                               [] {
+                                 gather(ones({2, 4}), 1, ones({2, 1}));
+                               }),
+            expect<ShapeError>("dim 2 of 2-D",
+                               [] {
+                                 gather(ones({2, 4}), 2, idx({0, 0}, {2, 1}));
+                               }),
         };
       }));
   t.back().dtypes = {kFloat32, kFloat64, kInt64, kBool};
@@ -174,25 +207,29 @@ std::vector<OpInfo> indexing_ops() {
             sample("empty index", {arg({3, 4}), fixed(idx({}, {3, 0})), arg({3, 2})}, sa(1)),
             sample("transposed x, strided src",
                    {transposed({3, 4}), fixed(indices({3, 2}, 4)), strided({3, 2})}, sa(1)),
-            sample("expanded src, 3-D", {arg({2, 3, 4}), fixed(indices({2, 3, 2}, 4)),
-                                         expanded({2, 1, 2}, {2, 3, 2})},
+            sample("expanded src, 3-D",
+                   {arg({2, 3, 4}), fixed(indices({2, 3, 2}, 4)), expanded({2, 1, 2}, {2, 3, 2})},
                    sa(2)),
-            big(sample("big dim 1", {arg({264, 512}), fixed(indices({264, 256}, 512)),
-                                     arg({264, 256})},
-                       sa(1))),
+            big(sample("big dim 1",
+                       {arg({264, 512}), fixed(indices({264, 256}, 512)), arg({264, 256})}, sa(1))),
         };
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ValueError>("index 4 of size 4", [] {
-              scatter_add(ones({2, 4}), 1, idx({4, 0}, {2, 1}), ones({2, 1}));
-            }),
-            expect<ShapeError>("src smaller than index", [] {
-              scatter_add(ones({2, 4}), 1, idx({0, 0, 0, 0}, {2, 2}), ones({2, 1}));
-            }),
-            expect<DTypeError>("float64 src", [] {
-              scatter_add(ones({2, 4}), 1, idx({0, 0}, {2, 1}), ones({2, 1}, kFloat64));
-            }),
+            expect<ValueError>("index 4 of size 4",
+                               [] {
+                                 scatter_add(ones({2, 4}), 1, idx({4, 0}, {2, 1}), ones({2, 1}));
+                               }),
+            expect<ShapeError>(
+                "src smaller than index",
+                [] {
+                  scatter_add(ones({2, 4}), 1, idx({0, 0, 0, 0}, {2, 2}), ones({2, 1}));
+                }),
+            expect<DTypeError>(
+                "float64 src",
+                [] {
+                  scatter_add(ones({2, 4}), 1, idx({0, 0}, {2, 1}), ones({2, 1}, kFloat64));
+                }),
         };
       }));
   t.back().dtypes = {kFloat32, kFloat64, kInt64};

@@ -36,7 +36,8 @@ std::vector<Sample> matmul_samples() {
 }
 
 // linear(x, w, b) and the fused activations: the same shapes, with and without bias.
-std::vector<Sample> linear_samples(std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> f) {
+std::vector<Sample> linear_samples(
+    std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> f) {
   OpFn with_bias = [f](const std::vector<Tensor>& v) { return f(v[0], v[1], v[2]); };
   OpFn no_bias = [f](const std::vector<Tensor>& v) { return f(v[0], v[1], Tensor()); };
   return {
@@ -60,13 +61,30 @@ std::vector<Sample> linear_samples(std::function<Tensor(const Tensor&, const Ten
 std::vector<ErrorInput> linear_errors(const std::string& name,
                                       std::function<void(Tensor, Tensor, Tensor)> f) {
   return {
-      expect<ShapeError>("in 3 vs weight in 2", [f] { f(ones({2, 3}), ones({4, 2}), ones({4})); },
-                         name),
-      expect<ShapeError>("bias (3) for out 4", [f] { f(ones({2, 3}), ones({4, 3}), ones({3})); },
-                         name),
-      expect<DTypeError>("float64 weight", [f] { f(ones({2, 3}), ones({4, 3}, kFloat64), ones({4})); },
-                         name),
-      expect<ShapeError>("0-d x", [f] { f(ones({}), ones({4, 1}), ones({4})); }, name),
+      expect<ShapeError>(
+          "in 3 vs weight in 2",
+          [f] {
+            f(ones({2, 3}), ones({4, 2}), ones({4}));
+          },
+          name),
+      expect<ShapeError>(
+          "bias (3) for out 4",
+          [f] {
+            f(ones({2, 3}), ones({4, 3}), ones({3}));
+          },
+          name),
+      expect<DTypeError>(
+          "float64 weight",
+          [f] {
+            f(ones({2, 3}), ones({4, 3}, kFloat64), ones({4}));
+          },
+          name),
+      expect<ShapeError>(
+          "0-d x",
+          [f] {
+            f(ones({}), ones({4, 1}), ones({4}));
+          },
+          name),
   };
 }
 
@@ -107,17 +125,32 @@ std::vector<Sample> layer_norm_samples(LnFn f) {
 
 std::vector<ErrorInput> layer_norm_errors(LnFn f) {
   return {
-      expect<ShapeError>("normalized (3) for x (2, 4)",
-                         [f] { f(ones({2, 4}), {3}, Tensor(), Tensor(), 1e-5); }, "layer_norm"),
-      expect<ShapeError>("weight (3) for (4)",
-                         [f] { f(ones({2, 4}), {4}, ones({3}), Tensor(), 1e-5); }, "layer_norm"),
-      expect<DTypeError>("float64 bias",
-                         [f] { f(ones({2, 4}), {4}, Tensor(), ones({4}, kFloat64), 1e-5); },
-                         "layer_norm"),
-      expect<DTypeError>("int64 x", [f] { f(arange(4), {4}, Tensor(), Tensor(), 1e-5); },
-                         "layer_norm"),
-      expect<ValueError>("eps -1", [f] { f(ones({2, 4}), {4}, Tensor(), Tensor(), -1); },
-                         "layer_norm"),
+      expect<ShapeError>(
+          "normalized (3) for x (2, 4)",
+          [f] {
+            f(ones({2, 4}), {3}, Tensor(), Tensor(), 1e-5);
+          },
+          "layer_norm"),
+      expect<ShapeError>(
+          "weight (3) for (4)",
+          [f] {
+            f(ones({2, 4}), {4}, ones({3}), Tensor(), 1e-5);
+          },
+          "layer_norm"),
+      expect<DTypeError>(
+          "float64 bias",
+          [f] {
+            f(ones({2, 4}), {4}, Tensor(), ones({4}, kFloat64), 1e-5);
+          },
+          "layer_norm"),
+      expect<DTypeError>(
+          "int64 x", [f] { f(arange(4), {4}, Tensor(), Tensor(), 1e-5); }, "layer_norm"),
+      expect<ValueError>(
+          "eps -1",
+          [f] {
+            f(ones({2, 4}), {4}, Tensor(), Tensor(), -1);
+          },
+          "layer_norm"),
   };
 }
 
@@ -136,11 +169,23 @@ std::vector<OpInfo> nn_ops() {
   std::vector<OpInfo> t;
   t.push_back(entry("matmul", matmul_samples, [] {
     return std::vector<ErrorInput>{
-        expect<ShapeError>("(2, 3) x (4, 2)", [] { matmul(ones({2, 3}), ones({4, 2})); }),
+        expect<ShapeError>("(2, 3) x (4, 2)",
+                           [] {
+                             matmul(ones({2, 3}), ones({4, 2}));
+                           }),
         expect<ShapeError>("0-d operand", [] { matmul(ones({}), ones({2})); }),
-        expect<DTypeError>("float32 x float64", [] { matmul(ones({2, 2}), ones({2, 2}, kFloat64)); }),
-        expect<DTypeError>("int64", [] { matmul(arange(4).reshape({2, 2}), arange(4).reshape({2, 2})); }),
-        expect<ShapeError>("batch 2 vs 3", [] { matmul(ones({2, 2, 3}), ones({3, 3, 2})); }),
+        expect<DTypeError>("float32 x float64",
+                           [] {
+                             matmul(ones({2, 2}), ones({2, 2}, kFloat64));
+                           }),
+        expect<DTypeError>("int64",
+                           [] {
+                             matmul(arange(4).reshape({2, 2}), arange(4).reshape({2, 2}));
+                           }),
+        expect<ShapeError>("batch 2 vs 3",
+                           [] {
+                             matmul(ones({2, 2, 3}), ones({3, 3, 2}));
+                           }),
     };
   }));
   t.back().float32 = {1e-5, 1e-5};
@@ -150,10 +195,13 @@ std::vector<OpInfo> nn_ops() {
   t.back().layouts = {3e-5, 1e-5};
   t.back().note = "BLAS kernels differ per transpose flag: layouts agree within 256 eps (float32)";
   t.push_back(entry(
-      "linear", [] { return linear_samples([](auto& x, auto& w, auto& b) { return linear(x, w, b); }); },
-      [] { return linear_errors("linear", [](Tensor x, Tensor w, Tensor b) { linear(x, w, b); }); }));
-  for (auto [name, fused] : {std::pair{"linear_activation", true},
-                             std::pair{"linear_activation_composite", false}}) {
+      "linear",
+      [] { return linear_samples([](auto& x, auto& w, auto& b) { return linear(x, w, b); }); },
+      [] {
+        return linear_errors("linear", [](Tensor x, Tensor w, Tensor b) { linear(x, w, b); });
+      }));
+  for (auto [name, fused] :
+       {std::pair{"linear_activation", true}, std::pair{"linear_activation_composite", false}}) {
     t.push_back(entry(
         name,
         [fused = fused] {
@@ -182,10 +230,11 @@ std::vector<OpInfo> nn_ops() {
           });
         }));
   }
-  for (auto [name, f] : {std::pair<const char*, LnFn>{"layer_norm", layer_norm},
-                         std::pair<const char*, LnFn>{"layer_norm_composite", layer_norm_composite}}) {
-    t.push_back(entry(name, [f = f] { return layer_norm_samples(f); },
-                      [f = f] { return layer_norm_errors(f); }));
+  for (auto [name, f] :
+       {std::pair<const char*, LnFn>{"layer_norm", layer_norm},
+        std::pair<const char*, LnFn>{"layer_norm_composite", layer_norm_composite}}) {
+    t.push_back(entry(
+        name, [f = f] { return layer_norm_samples(f); }, [f = f] { return layer_norm_errors(f); }));
     t.back().float32 = {1e-4, 1e-4};  // the 1e4-offset rows lose digits in float32
   }
   {

@@ -45,7 +45,8 @@ std::vector<Sample> dims_samples(const DimsFn& f, Dist d, bool empty_dim) {
       big(sample("big: dims {0, 1} of transposed (264, 512)", {transposed({264, 512}, d)},
                  over(f, {0, 1}, false))),
   };
-  if (empty_dim) s.push_back(sample("dims {0} of size-0 (0, 3)", {arg({0, 3}, d)}, over(f, {0}, false)));
+  if (empty_dim)
+    s.push_back(sample("dims {0} of size-0 (0, 3)", {arg({0, 3}, d)}, over(f, {0}, false)));
   return s;
 }
 
@@ -60,10 +61,24 @@ std::vector<Sample> all_samples(const AllFn& f, Dist d, bool empty_ok) {
 
 std::vector<ErrorInput> dims_errors(const std::string& name, const DimsFn& f) {
   return {
-      expect<ShapeError>("dim 2 of a 2-D tensor", [f] { f(ones({2, 3}), {2}, false); }, name),
-      expect<ShapeError>("dim -3 of a 2-D tensor", [f] { f(ones({2, 3}), {-3}, false); }, name),
-      expect<ShapeError>("dim 1 twice (as 1 and -1)", [f] { f(ones({2, 3}), {1, -1}, false); },
-                         name),
+      expect<ShapeError>(
+          "dim 2 of a 2-D tensor",
+          [f] {
+            f(ones({2, 3}), {2}, false);
+          },
+          name),
+      expect<ShapeError>(
+          "dim -3 of a 2-D tensor",
+          [f] {
+            f(ones({2, 3}), {-3}, false);
+          },
+          name),
+      expect<ShapeError>(
+          "dim 1 twice (as 1 and -1)",
+          [f] {
+            f(ones({2, 3}), {1, -1}, false);
+          },
+          name),
   };
 }
 
@@ -133,10 +148,22 @@ OpInfo extremum(const std::string& name, bool is_max) {
   };
   op.errors = [along, all, name] {
     return std::vector<ErrorInput>{
-        expect<ShapeError>("dim 0 of size 0", [along] { along(ones({0, 3}), 0, false); }, name),
-        expect<ShapeError>("all of an empty tensor", [all] { all(ones({0})); }, name),
-        expect<ShapeError>("dim 2 of a 2-D tensor", [along] { along(ones({2, 3}), 2, false); }, name),
-        expect<DTypeError>("bool input", [along] { along(ones({2}, kBool), 0, false); }, name),
+        expect<ShapeError>(
+            "dim 0 of size 0",
+            [along] {
+              along(ones({0, 3}), 0, false);
+            },
+            name),
+        expect<ShapeError>(
+            "all of an empty tensor", [all] { all(ones({0})); }, name),
+        expect<ShapeError>(
+            "dim 2 of a 2-D tensor",
+            [along] {
+              along(ones({2, 3}), 2, false);
+            },
+            name),
+        expect<DTypeError>(
+            "bool input", [along] { along(ones({2}, kBool), 0, false); }, name),
     };
   };
   return op;
@@ -149,9 +176,11 @@ Tensor mean_dims(const Tensor& x, const std::vector<int64_t>& d, bool k) { retur
 
 std::vector<OpInfo> reduction_ops() {
   std::vector<OpInfo> t;
-  t.push_back(reduction("sum", sum_dims, [](const Tensor& x) { return sum(x); }, {}, true));
+  t.push_back(reduction(
+      "sum", sum_dims, [](const Tensor& x) { return sum(x); }, {}, true));
   t.back().dtypes = {kFloat32, kFloat64, kInt64};
-  t.push_back(reduction("mean", mean_dims, [](const Tensor& x) { return mean(x); }, {}, false));
+  t.push_back(reduction(
+      "mean", mean_dims, [](const Tensor& x) { return mean(x); }, {}, false));
   t.push_back(extremum("max", true));
   t.push_back(extremum("min", false));
   {
@@ -179,7 +208,10 @@ std::vector<OpInfo> reduction_ops() {
     };
     c.errors = [] {
       return std::vector<ErrorInput>{
-          expect<ShapeError>("dim 2 of a 2-D tensor", [] { cumsum(ones({2, 3}), 2); }),
+          expect<ShapeError>("dim 2 of a 2-D tensor",
+                             [] {
+                               cumsum(ones({2, 3}), 2);
+                             }),
           expect<DTypeError>("bool input", [] { cumsum(ones({2}, kBool), 0); }),
       };
     };
@@ -198,16 +230,19 @@ std::vector<OpInfo> reduction_ops() {
         auto s = unbiased ? base() : without_big(base());
         for (Sample& x : s) {
           // One element with Bessel's correction: 0 / 0 = nan, value and gradient (as PyTorch).
-          const bool one = x.name.find("0-d") != std::string::npos ||
-                           x.name.find("size-1") != std::string::npos;
+          const bool one =
+              x.name.find("0-d") != std::string::npos || x.name.find("size-1") != std::string::npos;
           if (unbiased && one) x = forward_only(x);
-          x.name = (unbiased ? "unbiased " : "biased ") + x.name + (unbiased && one ? " (nan)" : "");
+          x.name =
+              (unbiased ? "unbiased " : "biased ") + x.name + (unbiased && one ? " (nan)" : "");
         }
         s.push_back(sample("1e4 + [0, 1) (cancellation)", {arg({3, 4}, {1e4, 1e4 + 1})},
                            over(f, {1}, false)));
-        s.push_back(forward_only(sample("edge: constant rows, a one-element row",
-                                        {values({2, 2}, {0.5, 0.5, -1, -1})}, over(f, {1}, false))));
-        s.push_back(forward_only(sample("edge: one element", {values({1}, {2})}, over(f, {0}, false))));
+        s.push_back(
+            forward_only(sample("edge: constant rows, a one-element row",
+                                {values({2, 2}, {0.5, 0.5, -1, -1})}, over(f, {1}, false))));
+        s.push_back(
+            forward_only(sample("edge: one element", {values({1}, {2})}, over(f, {0}, false))));
         return s;
       };
       if (!unbiased) {  // one entry per name: the biased samples join the unbiased entry
@@ -233,8 +268,9 @@ std::vector<OpInfo> reduction_ops() {
       s.push_back(sample("rows near +-1e4 and a -inf (no overflow)",
                          {values({2, 3}, {1e4, 1e4 - 1, -INFINITY, -1e4, -1e4 + 2, -1e4})},
                          over(f, {1}, false)));
-      s.push_back(forward_only(sample("edge: a row of -inf", {values({2, 2}, {-INFINITY, -INFINITY, 0, 1})},
-                                      over(f, {1}, false))));
+      s.push_back(
+          forward_only(sample("edge: a row of -inf", {values({2, 2}, {-INFINITY, -INFINITY, 0, 1})},
+                              over(f, {1}, false))));
       return s;
     };
     t.push_back(op);
@@ -259,8 +295,8 @@ std::vector<OpInfo> reduction_ops() {
           x.name = tag + x.name;
           s.push_back(std::move(x));
         }
-        s.push_back(forward_only(sample(tag + "edge: zero vector", {values({3}, {0, 0, 0})},
-                                        over(f, {0}, false))));
+        s.push_back(forward_only(
+            sample(tag + "edge: zero vector", {values({3}, {0, 0, 0})}, over(f, {0}, false))));
       }
       Sample ties = sample("p=inf ties share the gradient", {values({4}, {-3, 1, 3, 2})},
                            [](const std::vector<Tensor>& v) { return norm(v[0], INFINITY); });

@@ -41,9 +41,8 @@ std::vector<Sample> cat_samples() {
       sample("with a size-0 piece", {arg({0, 3}), arg({2, 3})}, cat_along(0)),
       sample("1-D empty piece is skipped", {arg({0}), arg({2, 3})}, cat_along(0)),
       sample("all size-0", {arg({0, 3}), arg({0, 3})}, cat_along(0)),
-      sample("transposed, strided, expanded", {transposed({3, 4}), strided({3, 4}),
-                                               expanded({1, 4}, {3, 4})},
-             cat_along(0)),
+      sample("transposed, strided, expanded",
+             {transposed({3, 4}), strided({3, 4}), expanded({1, 4}, {3, 4})}, cat_along(0)),
       sample("4-D along 2", {arg({2, 1, 3, 2}), arg({2, 1, 1, 2})}, cat_along(2)),
       big(sample("big along 1", {arg({264, 256}), transposed({264, 256})}, cat_along(1))),
   };
@@ -68,17 +67,35 @@ std::vector<OpInfo> shape_ops() {
   t.push_back(entry("cat", cat_samples, [] {
     return std::vector<ErrorInput>{
         expect<ValueError>("no tensors", [] { cat({}, 0); }),
-        expect<DTypeError>("float32 and float64", [] { cat({ones({2}), ones({2}, kFloat64)}); }),
-        expect<ShapeError>("(2, 3) and (2, 4) along 0", [] { cat({ones({2, 3}), ones({2, 4})}); }),
-        expect<ShapeError>("dim 2 of 2-D", [] { cat({ones({2, 3}), ones({2, 3})}, 2); }),
-        expect<ShapeError>("0-d tensors", [] { cat({ones({}), ones({})}); }),
+        expect<DTypeError>("float32 and float64",
+                           [] {
+                             cat({ones({2}), ones({2}, kFloat64)});
+                           }),
+        expect<ShapeError>("(2, 3) and (2, 4) along 0",
+                           [] {
+                             cat({ones({2, 3}), ones({2, 4})});
+                           }),
+        expect<ShapeError>("dim 2 of 2-D",
+                           [] {
+                             cat({ones({2, 3}), ones({2, 3})}, 2);
+                           }),
+        expect<ShapeError>("0-d tensors",
+                           [] {
+                             cat({ones({}), ones({})});
+                           }),
     };
   }));
   t.push_back(entry("stack", stack_samples, [] {
     return std::vector<ErrorInput>{
         expect<ValueError>("no tensors", [] { stack({}, 0); }),
-        expect<ShapeError>("(2, 3) and (3, 2)", [] { stack({ones({2, 3}), ones({3, 2})}); }),
-        expect<ShapeError>("dim 3 of 2-D", [] { stack({ones({2, 3}), ones({2, 3})}, 3); }),
+        expect<ShapeError>("(2, 3) and (3, 2)",
+                           [] {
+                             stack({ones({2, 3}), ones({3, 2})});
+                           }),
+        expect<ShapeError>("dim 3 of 2-D",
+                           [] {
+                             stack({ones({2, 3}), ones({2, 3})}, 3);
+                           }),
     };
   }));
   t.push_back(entry(
@@ -108,8 +125,14 @@ std::vector<OpInfo> shape_ops() {
       [] {
         return std::vector<ErrorInput>{
             expect<ValueError>("split_size 0", [] { split(ones({4}), 0); }),
-            expect<ShapeError>("sizes {1, 2} for size 4", [] { split(ones({4}), {1, 2}, 0); }),
-            expect<ValueError>("negative size", [] { split(ones({4}), {5, -1}, 0); }),
+            expect<ShapeError>("sizes {1, 2} for size 4",
+                               [] {
+                                 split(ones({4}), {1, 2}, 0);
+                               }),
+            expect<ValueError>("negative size",
+                               [] {
+                                 split(ones({4}), {5, -1}, 0);
+                               }),
             expect<ShapeError>("0-d", [] { split(ones({}), 1); }),
             expect<ShapeError>("dim 1 of 1-D", [] { split(ones({4}), 2, 1); }),
         };
@@ -147,14 +170,16 @@ std::vector<OpInfo> shape_ops() {
             sample("(2, 3) by {0, 2}", {arg({2, 3})}, rep({0, 2})),
             sample("size-0 (0, 2) by {2, 2}", {arg({0, 2})}, rep({2, 2})),
             sample("transposed (3, 4) by {1, 2}", {transposed({3, 4})}, rep({1, 2})),
-            sample("expanded (3, 1) -> (3, 4) by {2, 1}", {expanded({3, 1}, {3, 4})},
-                   rep({2, 1})),
+            sample("expanded (3, 1) -> (3, 4) by {2, 1}", {expanded({3, 1}, {3, 4})}, rep({2, 1})),
             big(sample("big by {2, 1}", {arg({132, 512})}, rep({2, 1}))),
         };
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ShapeError>("fewer repeats than dims", [] { repeat(ones({2, 3}), {2}); }),
+            expect<ShapeError>("fewer repeats than dims",
+                               [] {
+                                 repeat(ones({2, 3}), {2});
+                               }),
             expect<ValueError>("negative repeat", [] { repeat(ones({2}), {-1}); }),
         };
       }));
@@ -177,8 +202,7 @@ std::vector<OpInfo> shape_ops() {
             sample("0-d x3", {arg({})}, rep(3, std::nullopt)),
             sample("size-0", {arg({0, 3})}, rep(2, 0)),
             sample("counts {1, 0, 2} along 1", {arg({2, 3})}, counts({1, 0, 2}, 1)),
-            sample("one count {2} along 0 of expanded", {expanded({1, 3}, {2, 3})},
-                   counts({2}, 0)),
+            sample("one count {2} along 0 of expanded", {expanded({1, 3}, {2, 3})}, counts({2}, 0)),
             big(sample("big x2 along 0", {arg({132, 512})}, rep(2, 0))),
         };
       },
@@ -188,9 +212,11 @@ std::vector<OpInfo> shape_ops() {
             expect<DTypeError>("float repeats", [] { repeat_interleave(ones({2}), ones({2}), 0); }),
             expect<ShapeError>("3 counts for size 2",
                                [] { repeat_interleave(ones({2}), arange(3), 0); }),
-            expect<ValueError>("a negative count", [] {
-              repeat_interleave(ones({2}), from_vector<int64_t>({1, -1}, {2}), 0);
-            }),
+            expect<ValueError>(
+                "a negative count",
+                [] {
+                  repeat_interleave(ones({2}), from_vector<int64_t>({1, -1}, {2}), 0);
+                }),
         };
       }));
   t.push_back(entry(
@@ -213,15 +239,27 @@ std::vector<OpInfo> shape_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ShapeError>("odd number of pads", [] { pad(ones({2, 3}), {1}); }),
-            expect<ShapeError>("more pads than dims", [] { pad(ones({3}), {1, 1, 1, 1}); }),
-            expect<ShapeError>("crop below 0", [] { pad(ones({3}), {-2, -2}); }),
+            expect<ShapeError>("odd number of pads",
+                               [] {
+                                 pad(ones({2, 3}), {1});
+                               }),
+            expect<ShapeError>("more pads than dims",
+                               [] {
+                                 pad(ones({3}), {1, 1, 1, 1});
+                               }),
+            expect<ShapeError>("crop below 0",
+                               [] {
+                                 pad(ones({3}), {-2, -2});
+                               }),
             expect<DTypeError>("value 0.5 for int64 (would truncate)",
-                               [] { pad(arange(3), {1, 1}, 0.5); }),
+                               [] {
+                                 pad(arange(3), {1, 1}, 0.5);
+                               }),
         };
       }));
-  for (auto [name, f] : {std::pair<const char*, Tensor (*)(const Tensor&, int64_t)>{"tril", tril},
-                         std::pair<const char*, Tensor (*)(const Tensor&, int64_t)>{"triu", triu}}) {
+  for (auto [name, f] :
+       {std::pair<const char*, Tensor (*)(const Tensor&, int64_t)>{"tril", tril},
+        std::pair<const char*, Tensor (*)(const Tensor&, int64_t)>{"triu", triu}}) {
     t.push_back(entry(
         name,
         [f = f] {

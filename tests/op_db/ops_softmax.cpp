@@ -40,7 +40,10 @@ OpInfo softmax_like(const std::string& name, DimFn f) {
   };
   op.errors = [f] {
     return std::vector<ErrorInput>{
-        expect<ShapeError>("dim 2 of a 2-D tensor", [f] { f(ones({2, 3}), 2); }),
+        expect<ShapeError>("dim 2 of a 2-D tensor",
+                           [f] {
+                             f(ones({2, 3}), 2);
+                           }),
         expect<DTypeError>("int64 input", [f] { f(arange(3), 0); }),
     };
   };
@@ -52,9 +55,7 @@ using MaskFn = Tensor (*)(const Tensor&, const Tensor&, MaskKind);
 
 std::vector<Sample> mask_samples(MaskFn f) {
   OpFn with_bool = [f](const std::vector<Tensor>& v) { return f(v[0], v[1], MaskKind::Bool); };
-  OpFn additive = [f](const std::vector<Tensor>& v) {
-    return f(v[0], v[1], MaskKind::Additive);
-  };
+  OpFn additive = [f](const std::vector<Tensor>& v) { return f(v[0], v[1], MaskKind::Additive); };
   Tensor keep_first = from_vector<bool>({true, false, false, true, true, true}, {2, 3});
   Tensor none_kept = from_vector<bool>({false, false, false, true, false, true}, {2, 3});
   return {
@@ -83,20 +84,28 @@ std::vector<Sample> mask_samples(MaskFn f) {
 
 std::vector<ErrorInput> mask_errors(MaskFn f, bool fused) {
   std::vector<ErrorInput> e = {
-      expect<DTypeError>("Bool kind with a float mask",
-                         [f] { f(ones({2, 3}), ones({2, 3}), MaskKind::Bool); }, "masked_softmax"),
-      expect<ShapeError>("mask (4) on x (2, 3)",
-                         [f] { f(ones({2, 3}), ones({4}, kBool), MaskKind::Bool); },
-                         "masked_softmax"),
-      expect<DTypeError>("int64 x", [f] { f(arange(3), ones({3}, kBool), MaskKind::Bool); },
-                         "masked_softmax"),
+      expect<DTypeError>(
+          "Bool kind with a float mask",
+          [f] {
+            f(ones({2, 3}), ones({2, 3}), MaskKind::Bool);
+          },
+          "masked_softmax"),
+      expect<ShapeError>(
+          "mask (4) on x (2, 3)",
+          [f] {
+            f(ones({2, 3}), ones({4}, kBool), MaskKind::Bool);
+          },
+          "masked_softmax"),
+      expect<DTypeError>(
+          "int64 x", [f] { f(arange(3), ones({3}, kBool), MaskKind::Bool); }, "masked_softmax"),
   };
   if (fused)
-    e.push_back(expect<DTypeError>("Additive kind with a float64 mask on float32 x",
-                                   [f] {
-                                     f(ones({2, 3}), zeros({2, 3}, kFloat64), MaskKind::Additive);
-                                   },
-                                   "masked_softmax"));
+    e.push_back(expect<DTypeError>(
+        "Additive kind with a float64 mask on float32 x",
+        [f] {
+          f(ones({2, 3}), zeros({2, 3}, kFloat64), MaskKind::Additive);
+        },
+        "masked_softmax"));
   return e;
 }
 
@@ -115,23 +124,25 @@ std::vector<OpInfo> softmax_ops() {
       auto s = mask_samples(masked_softmax);
       OpFn lens = [](const std::vector<Tensor>& v) { return masked_softmax(v[0], v[1]); };
       auto L = [](std::vector<int64_t> v, Shape shape) { return fixed(from_vector(v, shape)); };
-      s.push_back(sample("valid_lens (B,) = [1, 3] on (2, 3, 4)", {arg({2, 3, 4}), L({1, 3}, {2})},
-                         lens));
+      s.push_back(
+          sample("valid_lens (B,) = [1, 3] on (2, 3, 4)", {arg({2, 3, 4}), L({1, 3}, {2})}, lens));
       s.push_back(sample("valid_lens (B, Q) with a 0 (zero row) on (2, 3, 4)",
                          {arg({2, 3, 4}), L({0, 1, 2, 4, 3, 9}, {2, 3})}, lens));
-      s.push_back(sample("valid_lens on 4-D (2, 2, 3, 4)", {arg({2, 2, 3, 4}), L({2, 4}, {2})},
-                         lens));
-      s.push_back(sample("valid_lens on transposed (2, 4)", {transposed({2, 4}), L({3, 1}, {2})},
-                         lens));
+      s.push_back(
+          sample("valid_lens on 4-D (2, 2, 3, 4)", {arg({2, 2, 3, 4}), L({2, 4}, {2})}, lens));
+      s.push_back(
+          sample("valid_lens on transposed (2, 4)", {transposed({2, 4}), L({3, 1}, {2})}, lens));
       s.push_back(sample("valid_lens, size-0 batch", {arg({0, 3}), L({}, {0})}, lens));
       return s;
     };
     op.errors = [] {
       auto e = mask_errors(masked_softmax, true);
-      e.push_back(expect<DTypeError>("float valid_lens",
-                                     [] { masked_softmax(ones({2, 3}), ones({2})); }));
-      e.push_back(expect<ShapeError>("valid_lens (3,) for batch 2",
-                                     [] { masked_softmax(ones({2, 3}), arange(3)); }));
+      e.push_back(expect<DTypeError>("float valid_lens", [] {
+        masked_softmax(ones({2, 3}), ones({2}));
+      }));
+      e.push_back(expect<ShapeError>("valid_lens (3,) for batch 2", [] {
+        masked_softmax(ones({2, 3}), arange(3));
+      }));
       e.push_back(expect<ValueError>("negative valid length", [] {
         masked_softmax(ones({2, 3}), from_vector<int64_t>({1, -1}, {2}));
       }));

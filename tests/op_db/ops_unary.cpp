@@ -50,8 +50,8 @@ OpInfo gelu_entry(const std::string& name, Tensor (*f)(const Tensor&, GeluApprox
   op.name = name;
   op.samples = [f] {
     std::vector<Sample> s;
-    for (auto [a, tag] : {std::pair{GeluApproximate::None, "erf: "},
-                          std::pair{GeluApproximate::Tanh, "tanh: "}}) {
+    for (auto [a, tag] :
+         {std::pair{GeluApproximate::None, "erf: "}, std::pair{GeluApproximate::Tanh, "tanh: "}}) {
       OpFn fn = [f, a = a](const std::vector<Tensor>& v) { return f(v[0], a); };
       auto u = unary_samples(fn, {-4, 4}, true);
       append(s, prefixed(a == GeluApproximate::None ? u : without_big(u), tag));
@@ -71,14 +71,13 @@ OpInfo gelu_entry(const std::string& name, Tensor (*f)(const Tensor&, GeluApprox
 std::vector<OpInfo> unary_ops() {
   std::vector<OpInfo> t;
   t.push_back(unary("exp", exp, {-3, 3}, false, [](const OpFn& fn) {
-    return std::vector<Sample>{
-        at("large negative: -1e4, -745, -80", {-1e4, -745, -80, 0}, fn),
-        at("near float32's overflow: 88", {88}, fn),
-        forward_only([&] {
-          Sample s = edge("float64 only: 700 (float32 overflows)", {700}, fn);
-          s.float32 = false;
-          return s;
-        }())};
+    return std::vector<Sample>{at("large negative: -1e4, -745, -80", {-1e4, -745, -80, 0}, fn),
+                               at("near float32's overflow: 88", {88}, fn), forward_only([&] {
+                                 Sample s =
+                                     edge("float64 only: 700 (float32 overflows)", {700}, fn);
+                                 s.float32 = false;
+                                 return s;
+                               }())};
   }));
   t.push_back(unary("log", log, kPositive, false, [](const OpFn& fn) {
     return std::vector<Sample>{at("small and large: 1e-3, 1e4", {1e-3, 1e4}, fn),
@@ -90,21 +89,30 @@ std::vector<OpInfo> unary_ops() {
                                sample("large up to 1e4 (4, 3)", {arg({4, 3}, {1, 1e4})}, fn),
                                edge("0 (infinite slope), -1 -> nan", {0, -1}, fn)};
   }));
-  t.push_back(unary("abs", abs, {}, true, [](const OpFn& fn) {
-    return std::vector<Sample>{edge("kink at 0", {0, -0.0, 1}, fn)};
-  }, true));
-  t.push_back(unary("sign", sign, {}, true, [](const OpFn& fn) {
-    return std::vector<Sample>{edge("0 and -0", {0, -0.0, 2}, fn)};
-  }, true));
+  t.push_back(unary(
+      "abs", abs, {}, true,
+      [](const OpFn& fn) {
+        return std::vector<Sample>{edge("kink at 0", {0, -0.0, 1}, fn)};
+      },
+      true));
+  t.push_back(unary(
+      "sign", sign, {}, true,
+      [](const OpFn& fn) {
+        return std::vector<Sample>{edge("0 and -0", {0, -0.0, 2}, fn)};
+      },
+      true));
   t.push_back(unary("tanh", tanh, {}, true, [](const OpFn& fn) {
     return std::vector<Sample>{at("saturation +-20, +-1e4", {-1e4, -20, 0, 20, 1e4}, fn)};
   }));
   t.push_back(unary("sigmoid", sigmoid, {-4, 4}, true, [](const OpFn& fn) {
     return std::vector<Sample>{at("saturation +-40, +-1e4", {-1e4, -40, 0, 40, 1e4}, fn)};
   }));
-  t.push_back(unary("relu", relu, {}, true, [](const OpFn& fn) {
-    return std::vector<Sample>{edge("kink at 0", {0, -0.0, -1, 1}, fn)};
-  }, true));
+  t.push_back(unary(
+      "relu", relu, {}, true,
+      [](const OpFn& fn) {
+        return std::vector<Sample>{edge("kink at 0", {0, -0.0, -1, 1}, fn)};
+      },
+      true));
   t.push_back(unary("sin", sin, {-4, 4}, true));
   t.push_back(unary("cos", cos, {-4, 4}, true));
   t.push_back(unary("rsqrt", rsqrt, kPositive, false, [](const OpFn& fn) {
@@ -112,10 +120,10 @@ std::vector<OpInfo> unary_ops() {
                                edge("0 -> inf, -1 -> nan", {0, -1}, fn)};
   }));
   t.push_back(unary("reciprocal", reciprocal, kPositive, false, [](const OpFn& fn) {
-    return std::vector<Sample>{sample("negative (2, 3)", {arg({2, 3}, {-3, -0.2})}, fn),
-                               at("small and large: -1e-3, 1e-3, +-1e4", {-1e4, -1e-3, 1e-3, 1e4},
-                                  fn),
-                               edge("0 -> inf, -0 -> -inf", {0, -0.0}, fn)};
+    return std::vector<Sample>{
+        sample("negative (2, 3)", {arg({2, 3}, {-3, -0.2})}, fn),
+        at("small and large: -1e-3, 1e-3, +-1e4", {-1e4, -1e-3, 1e-3, 1e4}, fn),
+        edge("0 -> inf, -0 -> -inf", {0, -0.0}, fn)};
   }));
   t.push_back(unary("square", square, {}, true, nullptr, true));
   t.push_back(unary("erf", erf, {}, true, [](const OpFn& fn) {
@@ -142,7 +150,9 @@ std::vector<OpInfo> unary_ops() {
     gb.errors = [] {
       return std::vector<ErrorInput>{
           expect<ShapeError>("shapes (2, 3) and (4)",
-                             [] { gelu_backward(ones({2, 3}), ones({4})); }),
+                             [] {
+                               gelu_backward(ones({2, 3}), ones({4}));
+                             }),
           expect<DTypeError>("float32 grad, float64 x",
                              [] { gelu_backward(ones({2}), ones({2}, kFloat64)); }),
           expect<DTypeError>("int64", [] { gelu_backward(arange(2), arange(2)); }),

@@ -56,13 +56,16 @@ std::vector<OpInfo> view_ops() {
                            on([](const Tensor& x) { return x.to(kFloat32).to(x.dtype()); }));
     rounds.eps = 1e-2;
     s.push_back(rounds);
-    s.push_back(forward_only(sample("to int64 and back (truncates, no gradient)", {arg({2, 3}, {-5, 5})},
-                                    on([](const Tensor& x) { return x.to(kInt64).to(x.dtype()); }))));
-    s.push_back(forward_only(sample("to bool and back", {transposed({2, 3})},
-                                    on([](const Tensor& x) { return x.to(kBool).to(x.dtype()); }))));
+    s.push_back(
+        forward_only(sample("to int64 and back (truncates, no gradient)", {arg({2, 3}, {-5, 5})},
+                            on([](const Tensor& x) { return x.to(kInt64).to(x.dtype()); }))));
+    s.push_back(
+        forward_only(sample("to bool and back", {transposed({2, 3})},
+                            on([](const Tensor& x) { return x.to(kBool).to(x.dtype()); }))));
     return s;
   }));
-  t.push_back(method("contiguous", [] { return layouts([](const Tensor& x) { return x.contiguous(); }); }));
+  t.push_back(
+      method("contiguous", [] { return layouts([](const Tensor& x) { return x.contiguous(); }); }));
   t.push_back(method("clone", [] { return layouts([](const Tensor& x) { return x.clone(); }); }));
   t.push_back(method(
       "view",
@@ -83,9 +86,15 @@ std::vector<OpInfo> view_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ShapeError>("transposed (3, 4) as (12)", [] { ones({4, 3}).t().view({12}); }),
+            expect<ShapeError>("transposed (3, 4) as (12)",
+                               [] {
+                                 ones({4, 3}).t().view({12});
+                               }),
             expect<ShapeError>("6 elements as (4)", [] { ones({6}).view({4}); }),
-            expect<ShapeError>("two -1", [] { ones({6}).view({-1, -1}); }),
+            expect<ShapeError>("two -1",
+                               [] {
+                                 ones({6}).view({-1, -1});
+                               }),
         };
       }));
   t.back().any_layout = false;
@@ -104,9 +113,9 @@ std::vector<OpInfo> view_ops() {
             big(sample("big transposed as (-1)", {transposed({264, 512})}, on(as({-1})))),
         };
       },
-      [] {
-        return one<ShapeError>("6 elements as (4, -1)", [] { ones({6}).reshape({4, -1}); });
-      }));
+      [] { return one<ShapeError>("6 elements as (4, -1)", [] {
+             ones({6}).reshape({4, -1});
+           }); }));
   t.push_back(method(
       "transpose",
       [] {
@@ -123,28 +132,36 @@ std::vector<OpInfo> view_ops() {
             big(sample("big", {arg({264, 512})}, on(tr(0, 1)))),
         };
       },
-      [] { return one<ShapeError>("dim 2 of 2-D", [] { ones({2, 3}).transpose(0, 2); }); }));
+      [] { return one<ShapeError>("dim 2 of 2-D", [] {
+             ones({2, 3}).transpose(0, 2);
+           }); }));
   t.push_back(method(
       "t",
       [] {
         auto s = layouts([](const Tensor& x) { return x.t(); });
         std::erase_if(s, [](const Sample& x) { return x.name.starts_with("4-D"); });
-        s.push_back(sample("1-D (unchanged)", {arg({3})}, on([](const Tensor& x) { return x.t(); })));
+        s.push_back(
+            sample("1-D (unchanged)", {arg({3})}, on([](const Tensor& x) { return x.t(); })));
         return s;
       },
-      [] { return one<ShapeError>("3-D", [] { ones({2, 3, 4}).t(); }); }));
+      [] { return one<ShapeError>("3-D", [] {
+             ones({2, 3, 4}).t();
+           }); }));
   t.push_back(method(
       "mT",
       [] {
         auto s = layouts([](const Tensor& x) { return x.mT(); }, false);
-        s.push_back(sample("3-D (2, 3, 4)", {arg({2, 3, 4})}, on([](const Tensor& x) { return x.mT(); })));
+        s.push_back(
+            sample("3-D (2, 3, 4)", {arg({2, 3, 4})}, on([](const Tensor& x) { return x.mT(); })));
         return s;
       },
       [] { return one<ShapeError>("1-D", [] { ones({3}).mT(); }); }));
   t.push_back(method(
       "permute",
       [] {
-        auto p = [](std::vector<int64_t> d) { return [d](const Tensor& x) { return x.permute(d); }; };
+        auto p = [](std::vector<int64_t> d) {
+          return [d](const Tensor& x) { return x.permute(d); };
+        };
         return std::vector<Sample>{
             sample("(2, 3, 4) {2, 0, 1}", {arg({2, 3, 4})}, on(p({2, 0, 1}))),
             sample("(2, 3) {-1, 0}", {arg({2, 3})}, on(p({-1, 0}))),
@@ -157,8 +174,14 @@ std::vector<OpInfo> view_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ShapeError>("dim repeated", [] { ones({2, 3}).permute({0, 0}); }),
-            expect<ShapeError>("too few dims", [] { ones({2, 3}).permute({0}); }),
+            expect<ShapeError>("dim repeated",
+                               [] {
+                                 ones({2, 3}).permute({0, 0});
+                               }),
+            expect<ShapeError>("too few dims",
+                               [] {
+                                 ones({2, 3}).permute({0});
+                               }),
         };
       }));
   t.push_back(method(
@@ -202,13 +225,16 @@ std::vector<OpInfo> view_ops() {
       [] {
         return std::vector<ErrorInput>{
             expect<ValueError>("step 0", [] { ones({4}).slice(0, 0, 4, 0); }),
-            expect<ShapeError>("dim 1 of 1-D", [] { ones({4}).slice(1, 0, 4, 1); }, "slice"),
+            expect<ShapeError>(
+                "dim 1 of 1-D", [] { ones({4}).slice(1, 0, 4, 1); }, "slice"),
         };
       }));
   t.push_back(method(
       "select",
       [] {
-        auto sel = [](int64_t d, int64_t i) { return [d, i](const Tensor& x) { return x.select(d, i); }; };
+        auto sel = [](int64_t d, int64_t i) {
+          return [d, i](const Tensor& x) { return x.select(d, i); };
+        };
         return std::vector<Sample>{
             sample("(3, 4) dim 0 index 1", {arg({3, 4})}, on(sel(0, 1))),
             sample("(3, 4) dim -1 index -1", {arg({3, 4})}, on(sel(-1, -1))),
@@ -237,7 +263,10 @@ std::vector<OpInfo> view_ops() {
       [] {
         return std::vector<ErrorInput>{
             expect<ShapeError>("(3) to (4)", [] { ones({3}).expand({4}); }),
-            expect<ShapeError>("to fewer dims", [] { ones({2, 3}).expand({3}); }),
+            expect<ShapeError>("to fewer dims",
+                               [] {
+                                 ones({2, 3}).expand({3});
+                               }),
         };
       }));
   t.push_back(method(
@@ -247,14 +276,14 @@ std::vector<OpInfo> view_ops() {
         return std::vector<Sample>{
             sample("(3, 1) as (3, 4)", {arg({3, 1}), fixed(zeros({3, 4}, kFloat64))}, fn),
             sample("0-d as (2, 3)", {arg({}), fixed(zeros({2, 3}, kFloat64))}, fn),
-            sample("strided (2, 1) as (2, 2, 3)", {strided({2, 1}), fixed(zeros({2, 2, 3}, kFloat64))},
-                   fn),
+            sample("strided (2, 1) as (2, 2, 3)",
+                   {strided({2, 1}), fixed(zeros({2, 2, 3}, kFloat64))}, fn),
         };
       },
       [] {
         // expand_as is expand(other.shape()): the message names expand.
-        return std::vector<ErrorInput>{
-            expect<ShapeError>("(3) as (4)", [] { ones({3}).expand_as(ones({4})); }, "expand")};
+        return std::vector<ErrorInput>{expect<ShapeError>(
+            "(3) as (4)", [] { ones({3}).expand_as(ones({4})); }, "expand")};
       }));
   t.push_back(method(
       "squeeze",
@@ -272,7 +301,9 @@ std::vector<OpInfo> view_ops() {
             sample("size-0 (0, 1)", {arg({0, 1})}, on(all)),
         };
       },
-      [] { return one<ShapeError>("dim 2 of 2-D", [] { ones({2, 1}).squeeze(2); }); }));
+      [] { return one<ShapeError>("dim 2 of 2-D", [] {
+             ones({2, 1}).squeeze(2);
+           }); }));
   t.push_back(method(
       "unsqueeze",
       [] {
@@ -290,17 +321,24 @@ std::vector<OpInfo> view_ops() {
   t.push_back(method(
       "flatten",
       [] {
-        auto fl = [](int64_t s, int64_t e) { return [s, e](const Tensor& x) { return x.flatten(s, e); }; };
+        auto fl = [](int64_t s, int64_t e) {
+          return [s, e](const Tensor& x) { return x.flatten(s, e); };
+        };
         auto s = layouts(fl(0, -1));
         s.push_back(sample("dims 1..2 of (2, 3, 4, 1)", {arg({2, 3, 4, 1})}, on(fl(1, 2))));
-        s.push_back(sample("dims -2..-1 of transposed 3-D", {transposed({2, 3, 4})}, on(fl(-2, -1))));
+        s.push_back(
+            sample("dims -2..-1 of transposed 3-D", {transposed({2, 3, 4})}, on(fl(-2, -1))));
         return s;
       },
-      [] { return one<ShapeError>("start after end", [] { ones({2, 3, 4}).flatten(2, 1); }); }));
+      [] { return one<ShapeError>("start after end", [] {
+             ones({2, 3, 4}).flatten(2, 1);
+           }); }));
   t.push_back(method(
       "unflatten",
       [] {
-        auto un = [](int64_t d, Shape s) { return [d, s](const Tensor& x) { return x.unflatten(d, s); }; };
+        auto un = [](int64_t d, Shape s) {
+          return [d, s](const Tensor& x) { return x.unflatten(d, s); };
+        };
         return std::vector<Sample>{
             sample("dim 0 of (6, 2) into (2, 3)", {arg({6, 2})}, on(un(0, {2, 3}))),
             sample("dim -1 of (2, 6) into (3, -1)", {arg({2, 6})}, on(un(-1, {3, -1}))),
@@ -308,7 +346,9 @@ std::vector<OpInfo> view_ops() {
             sample("size-0 dim into (0, 5)", {arg({2, 0})}, on(un(1, {0, 5}))),
         };
       },
-      [] { return one<ShapeError>("6 into (4, 2)", [] { ones({6}).unflatten(0, {4, 2}); }); }));
+      [] { return one<ShapeError>("6 into (4, 2)", [] {
+             ones({6}).unflatten(0, {4, 2});
+           }); }));
   return t;
 }
 

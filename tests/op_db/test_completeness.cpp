@@ -84,7 +84,8 @@ void scan(const std::string& header, std::set<std::string>& names) {
     if (line.rfind("class Tensor {", 0) == 0) in_tensor_class = true;
     if (in_tensor_class && line.rfind("};", 0) == 0) in_tensor_class = false;
     std::smatch m;
-    if (std::regex_search(line, m, free_fn) || (in_tensor_class && std::regex_search(line, m, method)))
+    if (std::regex_search(line, m, free_fn) ||
+        (in_tensor_class && std::regex_search(line, m, method)))
       names.insert(m[1]);
   }
 }

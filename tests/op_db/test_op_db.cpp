@@ -7,13 +7,14 @@
 //   its nabla::Error naming the op; each dtype outside the entry's list throws a DTypeError.
 // Prints "op_db: N ops, M samples, K failures". NABLA_OP_DB=name,name runs only those entries;
 // NABLA_OP_DB_TIMES=1 prints each entry's time.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -25,8 +26,9 @@ using namespace nabla::op_db;
 namespace {
 
 struct Sweep {
-  int64_t ops = 0, samples = 0, checks = 0;
+  int64_t ops = 0, samples = 0, checks = 0, error_inputs = 0;
   std::vector<std::string> failures;
+  std::map<std::string, double> seconds;  // per kind of check (NABLA_OP_DB_TIMES)
 };
 
 struct Context {
@@ -41,11 +43,14 @@ struct Context {
   template <class F>
   void run(const std::string& check, F&& f) const {
     ++sweep.checks;
+    const auto start = std::chrono::steady_clock::now();
     try {
       f();
     } catch (const std::exception& e) {
       fail(check, std::string("threw ") + e.what());
     }
+    sweep.seconds[check.substr(0, check.find(' '))] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 };
 
@@ -351,6 +356,7 @@ void check_sample(const Context& c, const Sample& s) {
 
 void check_errors(const Context& c) {
   for (const ErrorInput& e : c.op.errors ? c.op.errors() : std::vector<ErrorInput>{}) {
+    ++c.sweep.error_inputs;
     const std::string check = "error: " + e.name;
     c.run(check, [&] {
       try {
@@ -402,9 +408,12 @@ TEST_CASE("op_db: generated checks for every op in the table", "[op_db]") {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                  op.name);
   }
+  if (std::getenv("NABLA_OP_DB_TIMES"))
+    for (const auto& [check, seconds] : sweep.seconds)
+      fmt::print("{:>8.3f} s  {}\n", seconds, check);
   for (const std::string& f : sweep.failures) fmt::print("FAIL {}\n", f);
-  fmt::print("op_db: {} ops, {} samples, {} failures ({} checks)\n", sweep.ops, sweep.samples,
-             sweep.failures.size(), sweep.checks);
+  fmt::print("op_db: {} ops, {} samples, {} failures ({} checks, {} of them error inputs)\n",
+             sweep.ops, sweep.samples, sweep.failures.size(), sweep.checks, sweep.error_inputs);
   std::fflush(stdout);
   CHECK(sweep.failures.empty());
   CHECK(sweep.samples > 0);
