@@ -43,12 +43,6 @@ Tensor Sample::call(const std::vector<Tensor>& values) const {
   return op(views);
 }
 
-std::vector<Tensor> Sample::leaves() const {
-  std::vector<Tensor> out;
-  for (const Arg& a : args) out.push_back(a.leaf);
-  return out;
-}
-
 void reset_seed(uint64_t seed) { g_seed = seed * 7919; }
 
 Arg arg(const Shape& shape, Dist d, Layout layout) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nabla.h"
@@ -40,13 +41,13 @@ struct Sample {
   bool gradcheck = true;      // false: forward-only (a kink or a pole: the derivative is a
                               // convention finite differences cannot see)
   bool gradgradcheck = true;  // false: the second derivative is not smooth at this point
-  bool float32 = true;        // false: float32 overflows or underflows where float64 does not
+  bool float32 = true;        // false: float32 cannot hold the case (it overflows, or a rounding
+                              // the sample's name explains)
   bool big = false;           // crosses the parallel grain: forward and one backward only
   double eps = 0;             // gradcheck's step when not the entry's (large magnitudes)
   bool other_dtypes = true;   // false: the sample's arguments are float-only (a -inf fill, a
                               // fractional bound), so the int64/bool sweep skips it
   Tensor call(const std::vector<Tensor>& values) const;  // op on the values in the args' layouts
-  std::vector<Tensor> leaves() const;
 };
 
 struct ErrorInput {
@@ -57,12 +58,21 @@ struct ErrorInput {
   std::string names;  // the message must contain this; empty = the op's name
 };
 
+template <class E>
+constexpr const char* error_type_name() {
+  if constexpr (std::is_same_v<E, ShapeError>) return "ShapeError";
+  if constexpr (std::is_same_v<E, DTypeError>) return "DTypeError";
+  if constexpr (std::is_same_v<E, ValueError>) return "ValueError";
+  if constexpr (std::is_same_v<E, AutogradError>) return "AutogradError";
+  return "nabla::Error";
+}
+
 // An error input that must throw E (or a subclass).
 template <class E>
 ErrorInput expect(std::string name, std::function<void()> call, std::string names = "") {
   return {std::move(name), std::move(call),
-          [](const Error& e) { return dynamic_cast<const E*>(&e) != nullptr; }, typeid(E).name(),
-          std::move(names)};
+          [](const Error& e) { return dynamic_cast<const E*>(&e) != nullptr; },
+          error_type_name<E>(), std::move(names)};
 }
 
 struct Tolerance {

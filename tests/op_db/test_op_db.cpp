@@ -59,9 +59,14 @@ bool supports(const OpInfo& op, DType dt) {
 }
 
 // The sample's leaves with the data arguments converted to dt (detached; fixed ones as they are).
+// Toward int64 or bool, NaN becomes 0 and infinities +-1e6 first: casting them is undefined.
 std::vector<Tensor> converted(const Sample& s, DType dt) {
   std::vector<Tensor> out;
-  for (const Arg& a : s.args) out.push_back(a.is_data() ? a.leaf.detach().to(dt) : a.leaf);
+  for (const Arg& a : s.args) {
+    Tensor x = a.is_data() ? a.leaf.detach() : a.leaf;
+    if (a.is_data() && !is_floating(dt)) x = clamp(masked_fill(x, ne(x, x), 0.0), -1e6, 1e6);
+    out.push_back(a.is_data() ? x.to(dt) : x);
+  }
   return out;
 }
 
@@ -110,7 +115,8 @@ Result evaluate(const Sample& s, std::vector<Tensor> views, bool with_grad) {
   return r;
 }
 
-// Equal shapes, dtypes and values; NaN equals NaN. Empty string when equal.
+// Equal shapes, dtypes and bits (float32 widens to float64 exactly), except that any NaN equals
+// any NaN. Empty string when equal.
 std::string bitwise_diff(const Tensor& a, const Tensor& b) {
   if (a.defined() != b.defined()) return "one is undefined";
   if (!a.defined()) return "";
@@ -124,9 +130,11 @@ std::string bitwise_diff(const Tensor& a, const Tensor& b) {
     return "";
   }
   auto av = a.to(kFloat64).to_vector<double>(), bv = b.to(kFloat64).to_vector<double>();
-  for (size_t i = 0; i < av.size(); ++i)
-    if (!(av[i] == bv[i] || (std::isnan(av[i]) && std::isnan(bv[i]))))
+  for (size_t i = 0; i < av.size(); ++i) {
+    if (std::isnan(av[i]) && std::isnan(bv[i])) continue;
+    if (std::memcmp(&av[i], &bv[i], sizeof(double)) != 0)
       return fmt::format("element {}: {:.17g} vs {:.17g}", i, av[i], bv[i]);
+  }
   return "";
 }
 
