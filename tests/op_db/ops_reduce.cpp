@@ -239,7 +239,7 @@ std::vector<OpInfo> reduction_ops() {
         s.push_back(sample("1e4 + [0, 1) (cancellation)", {arg({3, 4}, {1e4, 1e4 + 1})},
                            over(f, {1}, false)));
         s.push_back(
-            forward_only(sample("edge: constant rows, a one-element row",
+            forward_only(sample("edge: constant rows (std: gradient 0 by convention)",
                                 {values({2, 2}, {0.5, 0.5, -1, -1})}, over(f, {1}, false))));
         s.push_back(
             forward_only(sample("edge: one element", {values({1}, {2})}, over(f, {0}, false))));
