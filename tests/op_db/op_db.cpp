@@ -37,6 +37,13 @@ Tensor Arg::view(const Tensor& value) const {
   return value;
 }
 
+OpFn unary_fn(Tensor (*f)(const Tensor&)) {
+  return [f](const std::vector<Tensor>& v) { return f(v[0]); };
+}
+OpFn binary_fn(Tensor (*f)(const Tensor&, const Tensor&)) {
+  return [f](const std::vector<Tensor>& v) { return f(v[0], v[1]); };
+}
+
 Tensor Sample::call(const std::vector<Tensor>& values) const {
   std::vector<Tensor> views;
   for (size_t i = 0; i < args.size(); ++i) views.push_back(args[i].view(values[i]));

@@ -32,12 +32,16 @@ struct Arg {
   bool is_data() const { return is_floating(leaf.dtype()); }
 };
 
+// The op under test, called on the sample's arguments (in their layouts) with the op's other
+// arguments bound: [](const std::vector<Tensor>& v) { return softmax(v[0], -1); }.
 using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
+OpFn unary_fn(Tensor (*f)(const Tensor&));                  // f(v[0])
+OpFn binary_fn(Tensor (*f)(const Tensor&, const Tensor&));  // f(v[0], v[1])
 
 struct Sample {
-  std::string name;  // what the case covers: "broadcast (3, 1) x (4)", "edge: x = 0", ...
-  std::vector<Arg> args;
-  OpFn op;                    // the op with its other arguments bound, on the args' views
+  std::string name{};  // what the case covers: "broadcast (3, 1) x (4)", "edge: x = 0", ...
+  std::vector<Arg> args{};
+  OpFn op{};                  // the op with its other arguments bound, on the args' views
   bool gradcheck = true;      // false: forward-only (a kink or a pole: the derivative is a
                               // convention finite differences cannot see)
   bool gradgradcheck = true;  // false: the second derivative is not smooth at this point
@@ -80,10 +84,13 @@ struct Tolerance {
   double rtol;
 };
 
+// One entry per op. Every member has a default, so an entry names only what differs, with C++20
+// designated initializers in this order (docs/adding-an-op.md, "The op database entry"):
+//   t.push_back({.name = "tanh", .samples = [] { ... }, .errors = [] { ... }});
 struct OpInfo {
-  std::string name;  // as exported: a free function of ops/*.h or a Tensor method
-  std::function<std::vector<Sample>()> samples;
-  std::function<std::vector<ErrorInput>()> errors;
+  std::string name{};  // as exported: a free function of ops/*.h or a Tensor method
+  std::function<std::vector<Sample>()> samples{};     // at least one; see the sample sets below
+  std::function<std::vector<ErrorInput>()> errors{};  // each must throw its nabla::Error
   // Dtypes of the data arguments the op accepts; any other must throw DTypeError naming the op.
   std::vector<DType> dtypes = {kFloat32, kFloat64};
   Tolerance float32{1e-5, 1e-4};  // float32 result against float64
@@ -94,7 +101,7 @@ struct OpInfo {
   bool twice_differentiable = true;  // false: create_graph must refuse with an AutogradError
   bool any_layout = true;  // false: the op needs compatible strides (view), so the layout check
                            // compares the sample's own layout with a contiguous copy only
-  std::string note;        // why a flag differs from the default
+  std::string note{};      // why a flag or tolerance differs from the default
 };
 
 // --- argument makers ------------------------------------------------------------------------

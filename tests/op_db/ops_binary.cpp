@@ -133,18 +133,13 @@ std::vector<OpInfo> binary_ops() {
     };
     t.push_back(d);
   }
-  {
-    OpInfo n;
-    n.name = "neg";
-    n.dtypes = {kFloat32, kFloat64, kInt64};
-    n.samples = [] {
-      return unary_samples([](const std::vector<Tensor>& v) { return neg(v[0]); });
-    };
-    n.errors = [] {
-      return std::vector<ErrorInput>{expect<DTypeError>("bool", [] { neg(ones({2}, kBool)); })};
-    };
-    t.push_back(n);
-  }
+  t.push_back({
+      .name = "neg",
+      .samples = [] { return unary_samples(unary_fn(neg)); },
+      .errors =
+          [] { return std::vector{expect<DTypeError>("bool", [] { neg(ones({2}, kBool)); })}; },
+      .dtypes = {kFloat32, kFloat64, kInt64},
+  });
   {
     OpInfo p;
     p.name = "pow";

@@ -150,13 +150,11 @@ std::vector<OpInfo> softmax_ops() {
     };
     t.push_back(op);
   }
-  {
-    OpInfo op;
-    op.name = "masked_softmax_composite";
-    op.samples = [] { return mask_samples(masked_softmax_composite); };
-    op.errors = [] { return mask_errors(masked_softmax_composite, false); };
-    t.push_back(op);
-  }
+  t.push_back({
+      .name = "masked_softmax_composite",
+      .samples = [] { return mask_samples(masked_softmax_composite); },
+      .errors = [] { return mask_errors(masked_softmax_composite, false); },
+  });
   return t;
 }
 
