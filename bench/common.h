@@ -20,8 +20,9 @@ struct Options {
   int threads = 2;
   int warmup = 5;
   int reps = 30;
-  // Non-empty: after timing, profile a few more runs and write <profile>.txt (the per-op table)
-  // and <profile>.json (Chrome trace); the MEASURE line gains gemm_frac=<share of wall time>.
+  // Non-empty: after timing, time `reps` runs with the profiler on (profiled_ms=), then profile 3
+  // into <profile>.txt (per-op tables) and <profile>.json (Chrome trace); gemm_frac= their GEMM
+  // share.
   std::string profile;
 };
 
@@ -37,12 +38,13 @@ struct Timing {
   double median_ms = 0;
   double min_ms = 0;
   double gemm_fraction = -1;  // set when --profile ran
+  double profiled_ms = -1;    // median time of a run under the profiler, likewise
 };
 
 // Median over `reps` individually timed calls after `warmup` untimed ones.
 Timing summarize(std::vector<double> samples_ms);
-// Runs fn under the profiler (see Options::profile) and writes the files; returns the GEMM share.
-double profile_runs(const Options& opt, const std::function<void()>& fn);
+// Runs fn under the profiler (see Options::profile), writes the files, sets the two fields.
+void profile_runs(const Options& opt, const std::function<void()>& fn, Timing& t);
 template <class F>
 Timing time_it(const Options& opt, F&& fn) {
   for (int i = 0; i < opt.warmup; ++i) fn();
@@ -55,7 +57,7 @@ Timing time_it(const Options& opt, F&& fn) {
     samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   Timing t = summarize(std::move(samples));
-  if (!opt.profile.empty()) t.gemm_fraction = profile_runs(opt, fn);
+  if (!opt.profile.empty()) profile_runs(opt, fn, t);
   return t;
 }
 
