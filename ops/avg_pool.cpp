@@ -89,12 +89,14 @@ void mean_planes(const T* x, T* y, const MeanGeometry& g, int64_t p0, int64_t p1
   }
 }
 
-// The adjoint: gx (zeroed) += each output's gradient / divisor over its window.
+// The adjoint: gx = the sum of each output's gradient / divisor over its window, a plane at a
+// time (zeroed and filled while it is in cache).
 template <class T>
 void mean_adjoint_planes(const T* gy, T* gx, const MeanGeometry& g, int64_t p0, int64_t p1) {
   const int64_t OH = g.h.size(), OW = g.w.size();
   for (int64_t p = p0; p < p1; ++p) {
     T* xp = gx + p * g.H * g.W;
+    std::fill(xp, xp + g.H * g.W, T(0));
     for (int64_t oh = 0; oh < OH; ++oh)
       for (int64_t ow = 0; ow < OW; ++ow) {
         const AxisWindows::Range rh = g.h.at(oh), rw = g.w.at(ow);
@@ -149,7 +151,7 @@ Tensor window_mean(const Tensor& x3, const Geometry& g) {
 }
 
 Tensor window_mean_adjoint(const Tensor& grad3, const Geometry& g) {
-  Tensor gx = zeros({g->P, g->H, g->W}, grad3.dtype());
+  Tensor gx = empty({g->P, g->H, g->W}, grad3.dtype());
   const Tensor gc = grad3.detach().contiguous();
   dispatch_float(grad3.dtype(), "avg_pool", [&](auto tag) {
     using T = decltype(tag);

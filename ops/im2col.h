@@ -97,7 +97,12 @@ void col2im_planes(const T* cols, T* x, const Window& g, int64_t p0, int64_t p1)
         for (int64_t oh = oh0; oh < oh1; ++oh) {
           const int64_t base = (oh * g.sh + h_off) * g.W + w_off;
           const T* src = in + oh * g.OW;
-          for (int64_t ow = ow0; ow < ow1; ++ow) image[base + ow * g.sw] += src[ow];
+          if (g.sw == 1) {  // a contiguous run: vectorises
+            T* dst = image + base + ow0;
+            for (int64_t k = 0; k < ow1 - ow0; ++k) dst[k] += src[ow0 + k];
+          } else {
+            for (int64_t ow = ow0; ow < ow1; ++ow) image[base + ow * g.sw] += src[ow];
+          }
         }
       }
     }

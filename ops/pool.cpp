@@ -2,8 +2,10 @@
 // The average pools are in ops/avg_pool.cpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -73,7 +75,8 @@ PoolAxis pool_axis(const char* op, const Tensor& x, const char* dims, int64_t in
 
 namespace {
 
-// First in-range tap index of the window at `start` (taps `d` apart) and the end of its taps.
+// Window o along an axis: its first tap inside the input and the end of its taps (`dilation`
+// apart).
 struct Taps {
   int64_t begin, end;
 };
@@ -84,32 +87,43 @@ Taps window_taps(const PoolAxis& a, int64_t o) {
   return {begin, end};
 }
 
+// Planes [p0, p1) of x -> y and indices; `rows` and `cols` hold each output row's and column's
+// taps (computed once per call).
 template <class T>
 void max_pool_planes(const T* x, T* y, int64_t* indices, const PoolAxis& ah, const PoolAxis& aw,
-                     int64_t p0, int64_t p1) {
-  const int64_t W = aw.in, plane_in = ah.in * aw.in, plane_out = ah.out * aw.out;
+                     const std::vector<Taps>& rows, const std::vector<Taps>& cols, int64_t p0,
+                     int64_t p1) {
+  const int64_t W = aw.in, dh = ah.dilation, dw = aw.dilation;
   for (int64_t p = p0; p < p1; ++p) {
-    const T* xp = x + p * plane_in;
+    const T* xp = x + p * ah.in * W;
+    T* yp = y + p * ah.out * aw.out;
+    int64_t* ip = indices + p * ah.out * aw.out;
     for (int64_t oh = 0; oh < ah.out; ++oh) {
-      const Taps th = window_taps(ah, oh);
+      const Taps th = rows[static_cast<size_t>(oh)];
       for (int64_t ow = 0; ow < aw.out; ++ow) {
-        const Taps tw = window_taps(aw, ow);
+        const Taps tw = cols[static_cast<size_t>(ow)];
         // As PyTorch: start at -inf on the first tap; a larger value or any NaN takes over.
         T best = -std::numeric_limits<T>::infinity();
         int64_t arg = th.begin < th.end && tw.begin < tw.end ? th.begin * W + tw.begin : -1;
-        for (int64_t h = th.begin; h < th.end; h += ah.dilation)
-          for (int64_t w = tw.begin; w < tw.end; w += aw.dilation) {
+        for (int64_t h = th.begin; h < th.end; h += dh)
+          for (int64_t w = tw.begin; w < tw.end; w += dw) {
             const T v = xp[h * W + w];
             if (v > best || std::isnan(v)) {
               best = v;
               arg = h * W + w;
             }
           }
-        y[p * plane_out + oh * aw.out + ow] = best;
-        indices[p * plane_out + oh * aw.out + ow] = arg;
+        yp[oh * aw.out + ow] = best;
+        ip[oh * aw.out + ow] = arg;
       }
     }
   }
+}
+
+std::vector<Taps> all_taps(const PoolAxis& a) {
+  std::vector<Taps> taps(static_cast<size_t>(a.out));
+  for (int64_t o = 0; o < a.out; ++o) taps[static_cast<size_t>(o)] = window_taps(a, o);
+  return taps;
 }
 
 }  // namespace
@@ -138,17 +152,20 @@ struct MaxPoolBackward final : Node {
           scatter_add(zeros({P, HW + 1}, grad.dtype()), 1, shifted, grad.reshape({P, per_plane}));
       return {gx.narrow(1, 1, HW).reshape(x_shape)};
     }
-    Tensor gx = zeros(x_shape, grad.dtype());
+    Tensor gx = empty(x_shape, grad.dtype());
     const Tensor gy = grad.contiguous();
     dispatch_float(grad.dtype(), "max_pool", [&](auto tag) {
       using T = decltype(tag);
       const T* gp = gy.data_ptr<T>();
       const int64_t* ip = idx.data_ptr<int64_t>();
       T* xp = gx.data_ptr<T>();
-      parallel_for(P, per_plane, [&](int64_t p0, int64_t p1) {  // a plane's windows write to it
-        for (int64_t p = p0; p < p1; ++p)
+      // A plane's windows write only to it: zeroed and filled while it is in cache.
+      parallel_for(P, HW + per_plane, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          std::fill(xp + p * HW, xp + (p + 1) * HW, T(0));
           for (int64_t o = p * per_plane; o < (p + 1) * per_plane; ++o)
             if (ip[o] >= 0) xp[p * HW + ip[o]] += gp[o];
+        }
       });
     });
     return {gx};
@@ -178,8 +195,10 @@ MaxPoolResult max_pool(const char* op, const char* node_name, int spatial, const
     const T* xp = xc.data_ptr<T>();
     T* yp = y.data_ptr<T>();
     int64_t* ip = indices.data_ptr<int64_t>();
-    parallel_for(P, in.H * in.W + ah.out * aw.out,
-                 [&](int64_t p0, int64_t p1) { max_pool_planes(xp, yp, ip, ah, aw, p0, p1); });
+    const std::vector<Taps> rows = all_taps(ah), cols = all_taps(aw);
+    parallel_for(P, in.H * in.W + ah.out * aw.out, [&](int64_t p0, int64_t p1) {
+      max_pool_planes(xp, yp, ip, ah, aw, rows, cols, p0, p1);
+    });
   });
   if (auto node = make_node<MaxPoolBackward>({&in.x3}, node_name)) {
     node->indices.save(indices);

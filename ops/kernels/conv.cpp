@@ -96,10 +96,14 @@ void backward_impl(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
                 gcols_size = !direct && need_x ? K * L : 0;
   const int64_t own_w = need_w && parts.count > 1 ? weight_size : 0;
   const int64_t per_part = cols_size + gcols_size + own_w;
-  Tensor scratch = zeros({parts.count, per_part}, x.dtype());
+  Tensor scratch = empty({parts.count, per_part}, x.dtype());
+  T* sp = scratch.data_ptr<T>();
+  for (int64_t p = 0; own_w > 0 && p < parts.count; ++p) {  // the blocks the GEMMs add into
+    T* block = sp + p * per_part + cols_size + gcols_size;
+    std::fill(block, block + own_w, T(0));
+  }
   if (need_w) Tensor(grad_weight).zero_();  // a handle: the same storage
   std::vector<double> bias_sums(need_b ? static_cast<size_t>(parts.count * g.O) : 0, 0.0);
-  T* sp = scratch.data_ptr<T>();
   run_parts(parts.count, [&](int64_t p) {
     T* cols = sp + p * per_part;
     T* gcols = cols + cols_size;
