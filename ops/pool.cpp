@@ -57,13 +57,14 @@ PoolAxis pool_axis(const char* op, const Tensor& x, const char* dims, int64_t in
   // must start inside the input or its left padding.
   int64_t span = 0, num = 0;
   if (__builtin_mul_overflow(dilation, kernel - 1, &span) ||
-      __builtin_add_overflow(in, 2 * pad, &num) || __builtin_sub_overflow(num, span + 1, &num) ||
+      __builtin_add_overflow(in, 2 * pad, &num) || __builtin_sub_overflow(num, span, &num) ||
+      __builtin_sub_overflow(num, 1, &num) ||
       (ceil_mode && __builtin_add_overflow(num, stride - 1, &num)))
     throw ShapeError(
         fmt::format("{}: input {} with kernel_size {}, padding {}, dilation {} "
                     "overflows int64 ({})",
                     op, shape_str(x.shape()), kernel, pad, dilation, dims));
-  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  int64_t out = num / stride - (num < 0 && num % stride != 0 ? 1 : 0) + 1;  // floor, + 1
   if (ceil_mode && out > 0 && (out - 1) * stride >= in + pad) --out;
   if (out < 1)
     throw ShapeError(fmt::format(
