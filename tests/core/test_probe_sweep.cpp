@@ -266,14 +266,15 @@ void add_conv_pool(Sweep& sweep) {
     if (k != 0 && k != k2p62)  // padding 2^62 fits: the output size then fails, by shape
       sweep.add("conv2d padding " + v, v, [=] { conv2d(img, w1, Tensor(), 1, {k, 0}); });
     sweep.add("conv2d dilation " + v, v, [=] { conv2d(img, w2, Tensor(), 1, 0, {k, 1}); });
-    sweep.add("conv1d dilation " + v, v, [=] { conv1d(line, zeros({1, 1, 2}), Tensor(), 1, 0, k); });
+    sweep.add("conv1d dilation " + v, v, [=] {
+      conv1d(line, zeros({1, 1, 2}), Tensor(), 1, 0, k);
+    });
     sweep.add("max_pool2d kernel " + v, v, [=] { max_pool2d(img, {k, 1}); });
     sweep.add("max_pool2d dilation " + v, v, [=] { max_pool2d(img, 2, 1, 0, {k, 1}); });
     if (k <= 0) sweep.add("max_pool2d stride " + v, v, [=] { max_pool2d(img, 2, {k, 1}); });
     if (k != 0) sweep.add("avg_pool2d padding " + v, v, [=] { avg_pool2d(img, 2, 1, {k, 0}); });
     sweep.add("avg_pool1d kernel " + v, v, [=] { avg_pool1d(line, k); });
-    if (k != 0)
-      sweep.add("adaptive_avg_pool2d " + v, v, [=] { adaptive_avg_pool2d(img, {k, 1}); });
+    if (k != 0) sweep.add("adaptive_avg_pool2d " + v, v, [=] { adaptive_avg_pool2d(img, {k, 1}); });
   }
 }
 
