@@ -3,13 +3,14 @@
 // tensor (B, C*kh*kw, OH*OW), kept it for the weight gradient and added the bias in another pass;
 // in the small-CNN bench (batch 128, 16 -> 32 channels, 3x3 over 28x28, stride 2) that buffer
 // is 14.5 MB of float32 written, read by the GEMM and held until the backward, and the input
-// gradient went through another one like it. Here a sample's columns (113 KB there) are made
-// into a per-thread buffer that stays in L2, its GEMM writes straight into the (B, O, OH, OW)
-// output over the bias copied in, and the backward rebuilds the columns from x instead of
-// saving them; the weight gradient accumulates into one (O, C/G*kh*kw) block per thread (GEMM
-// beta = 1), and the input gradient's columns go through the same small buffer into col2im. A
-// 1x1 kernel with stride 1 and no padding needs no columns at all: the sample is its own column
-// matrix. Samples are split across threads; one sample alone leaves the threads to its GEMMs.
+// gradient went through another one like it. Here the columns of one sample (of one group, with
+// groups; 113 KB there) are made into a per-thread buffer that stays in L2, its GEMM writes
+// straight into the (B, O, OH, OW) output over the bias copied in, and the backward rebuilds the
+// columns from x instead of saving them; the weight gradient accumulates into one
+// (O, C/G*kh*kw) block per thread (GEMM beta = 1), and the input gradient's columns go through
+// the same small buffer into col2im. A 1x1 kernel with stride 1 and no padding needs no columns
+// at all: the sample is its own column matrix. The (sample, group) pairs are split across
+// threads (depthwise convolutions of one image too); a single pair leaves the threads to its GEMM.
 // Measured with callgrind (not timed yet; docs/perf.md): that CNN's training step misses a
 // simulated 2 MB L2 on 1.76M lines instead of 3.62M, for 2.6% more instructions (AMD EPYC host,
 // dev build, OpenBLAS on its Haswell kernels, 1 thread).

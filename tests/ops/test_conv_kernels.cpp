@@ -1,14 +1,14 @@
 // conv2d's tuned kernels (ops/kernels/conv.h: per-sample im2col + GEMM, split across threads)
 // against the reference kernel in ops/conv.cpp (the sum over taps, in double), forward and
-// backward, float32 and float64, on batches split across threads and single samples whose GEMMs
-// split themselves, 1x1 kernels (no columns), groups, dilation, strides, "same", non-contiguous
-// inputs, no batch, no input or output channels.
-// Bound: each result is a sum of n products (n = C/G*kh*kw for y, O/G*kh*kw for grad_x,
-// B*OH*OW for grad_w and grad_b) that the GEMM adds in T, so it is within gamma_n = n u / (1 - n u)
-// of the exact sum relative to the sum of the products' absolute values (Higham, "Accuracy and
-// Stability of Numerical Algorithms", 2nd ed., section 3.1); the reference adds one rounding of
-// its double sum. The test allows (n + 4) eps times that sum of absolute values, which the same
-// convolution of |x|, |w|, |b| and |grad| computes.
+// backward, float32 and float64, on batches (and one image's groups) split across threads and
+// single samples whose GEMMs split themselves, 1x1 kernels (no columns), groups, dilation, strides,
+// "same", non-contiguous inputs, no batch, no input or output channels. Bound: each result is a sum
+// of n products (n = C/G*kh*kw for y, O/G*kh*kw for grad_x, B*OH*OW for grad_w and grad_b) that the
+// GEMM adds in T, so it is within gamma_n = n u / (1 - n u) of the exact sum relative to the sum of
+// the products' absolute values (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed.,
+// section 3.1); the reference adds one rounding of its double sum. The test allows (n + 4) eps
+// times that sum of absolute values, which the same convolution of |x|, |w|, |b| and |grad|
+// computes.
 #include "tests/ops/kernel_compare.h"
 
 using namespace nabla;
@@ -32,6 +32,13 @@ const std::vector<Case> kCases = {
     {"1x1: the sample is its column matrix", {8, 16, 12, 12}, {12, 16, 1, 1}},
     {"1x1 strided: columns needed", {2, 3, 5, 5}, {4, 3, 1, 1}, 2},
     {"groups", {8, 4, 12, 12}, {8, 2, 3, 3}, 2, 1, 1, 2},
+    {"one image, depthwise: groups split across threads",
+     {1, 32, 24, 24},
+     {32, 1, 3, 3},
+     1,
+     1,
+     1,
+     32},
     {"depthwise, same", {3, 5, 7, 6}, {10, 1, 3, 3}, 1, "same", 1, 5},
     {"same, even kernel, dilated", {2, 3, 6, 7}, {4, 3, 4, 2}, 1, "same", {1, 3}},
     {"stride, padding, dilation", {2, 2, 9, 8}, {3, 2, 3, 2}, {2, 3}, {2, 1}, {2, 2}},
