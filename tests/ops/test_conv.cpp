@@ -172,6 +172,38 @@ TEST_CASE("conv2d on a batch large enough to run in parallel matches one sample 
   }
 }
 
+TEST_CASE("conv2d in deterministic mode gives the same bits at any thread count", "[ops]") {
+  const int prev_threads = num_threads();
+  const bool prev_det = deterministic(), prev_adaptive = adaptive_threads();
+  set_deterministic(true);
+  set_adaptive_threads(false);
+  for (const ConvCase& c :
+       {ConvCase{"3x3", {8, 4, 12, 12}, {6, 4, 3, 3}, 1, 1},
+        ConvCase{"depthwise, one image", {1, 32, 24, 24}, {32, 1, 3, 3}, 1, 1, 1, 32}}) {
+    INFO(c.name);
+    std::vector<Tensor> in = conv_inputs(c, 7, kFloat32);
+    Tensor g = test::leaf({c.x[0], c.w[0], c.x[2], c.x[3]}, 8).to(kFloat32).detach();
+    auto run = [&](int threads) {
+      set_num_threads(threads);
+      Tensor y = conv_fn(c, false)(in);
+      std::vector<Tensor> out = autograd::grad({y}, in, {g});
+      out.push_back(y.detach());
+      return out;
+    };
+    const std::vector<Tensor> one = run(1);
+    for (int threads : {2, 3}) {
+      const std::vector<Tensor> other = run(threads);
+      for (size_t i = 0; i < one.size(); ++i) {
+        INFO(threads << " threads, result " << i);
+        CHECK(floats(other[i]) == floats(one[i]));
+      }
+    }
+  }
+  set_num_threads(prev_threads);
+  set_deterministic(prev_det);
+  set_adaptive_threads(prev_adaptive);
+}
+
 TEST_CASE("conv errors name the op, the shapes and the arguments", "[ops]") {
   const Tensor x = zeros({1, 3, 4, 4});
   // Channels against groups.
