@@ -4,8 +4,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 
+#include "core/error.h"
+#include "core/inspect/profiler.h"
 #include "core/parallel.h"
 
 namespace nabla::bench {
@@ -16,6 +19,24 @@ void add_common_options(CLI::App& app, Options& opt) {
   app.add_option("--warmup", opt.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
   app.add_option("--reps", opt.reps, "timed runs (the median is reported)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--profile", opt.profile,
+                 "after timing, profile 3 runs: writes PATH.txt (per-op table) and PATH.json");
+}
+
+double profile_runs(const Options& opt, const std::function<void()>& fn) {
+  constexpr int kProfiledRuns = 3;
+  inspect::Profiler profiler;
+  for (int i = 0; i < kProfiledRuns; ++i) fn();
+  const inspect::Profile profile = profiler.stop();
+  const std::string table_path = opt.profile + ".txt";
+  std::ofstream table(table_path);
+  table << fmt::format("{} runs, {:.3f} ms wall\n", kProfiledRuns,
+                       static_cast<double>(profile.wall_ns) / 1e6)
+        << profile.table(inspect::GroupBy::Op, 40) << "\n"
+        << profile.table(inspect::GroupBy::OpAndShape, 40);
+  if (!table) throw IOError(fmt::format("bench --profile: cannot write '{}'", table_path));
+  profile.write_chrome_trace(opt.profile + ".json");
+  return profile.gemm_fraction();
 }
 
 void apply_threads(const Options& opt) {
@@ -44,6 +65,7 @@ void report(const Timing& t, double base_rss_mb, const Fields& extra) {
   std::string line =
       fmt::format("MEASURE ms={:.6g} min_ms={:.6g} rss_mb={:.1f} base_rss_mb={:.1f} threads={}",
                   t.median_ms, t.min_ms, peak_rss_mb(), base_rss_mb, num_threads());
+  if (t.gemm_fraction >= 0) line += fmt::format(" gemm_frac={:.3f}", t.gemm_fraction);
   for (const auto& [k, v] : extra) line += fmt::format(" {}={}", k, v);
   fmt::print("{}\n", line);
   std::fflush(stdout);

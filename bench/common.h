@@ -9,6 +9,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,9 @@ struct Options {
   int threads = 2;
   int warmup = 5;
   int reps = 30;
+  // Non-empty: after timing, profile a few more runs and write <profile>.txt (the per-op table)
+  // and <profile>.json (Chrome trace); the MEASURE line gains gemm_frac=<share of wall time>.
+  std::string profile;
 };
 
 // Registers --threads, --warmup and --reps on app.
@@ -32,10 +36,13 @@ double peak_rss_mb();
 struct Timing {
   double median_ms = 0;
   double min_ms = 0;
+  double gemm_fraction = -1;  // set when --profile ran
 };
 
 // Median over `reps` individually timed calls after `warmup` untimed ones.
 Timing summarize(std::vector<double> samples_ms);
+// Runs fn under the profiler (see Options::profile) and writes the files; returns the GEMM share.
+double profile_runs(const Options& opt, const std::function<void()>& fn);
 template <class F>
 Timing time_it(const Options& opt, F&& fn) {
   for (int i = 0; i < opt.warmup; ++i) fn();
@@ -47,7 +54,9 @@ Timing time_it(const Options& opt, F&& fn) {
     auto t1 = std::chrono::steady_clock::now();
     samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
-  return summarize(std::move(samples));
+  Timing t = summarize(std::move(samples));
+  if (!opt.profile.empty()) t.gemm_fraction = profile_runs(opt, fn);
+  return t;
 }
 
 using Fields = std::vector<std::pair<std::string, std::string>>;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <thread>
 
 #include "core/inspect/instrument.h"
 #include "core/inspect/scope.h"
@@ -155,6 +156,13 @@ bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
   if (t.grad_fn()) return t.grad_fn();
+  // Threads recording with one leaf (a shared parameter) create its accumulator once. A spin
+  // lock: this runs for every leaf input of every recorded op, and its section is a few loads.
+  static std::atomic_flag accumulator_lock;
+  while (accumulator_lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  struct Unlock {
+    ~Unlock() { accumulator_lock.clear(std::memory_order_release); }
+  } unlock;
   TensorImpl& impl = t.impl();
   auto acc = impl.grad_accumulator.lock();
   if (!acc) {

@@ -8,12 +8,14 @@
 //   - backward returns one gradient per input, in the *output's* broadcast shape if it likes:
 //     the engine sums it down to the input's shape (broadcasting is undone once, there).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <typeinfo>
 #include <vector>
 
+#include "core/graph_use.h"
 #include "core/inspect/cuts.h"
 #include "core/tensor.h"
 
@@ -65,8 +67,10 @@ class Node : public std::enable_shared_from_this<Node> {
 
  private:
   friend class SavedTensor;
+  friend class NodeUse;
   std::vector<SavedTensor*> saved_;
   uint64_t sequence_nr_;
+  std::atomic<uint64_t> used_by_{0};  // the thread running or inspecting it (graph_use.h), or 0
 };
 
 // A tensor kept for backward. Remembers the storage version at save time: if an in-place op

@@ -26,6 +26,7 @@ struct NodeTask {
   Tensor grad;           // the sum of the gradients received so far
   bool receives = true;  // autograd::grad: false if no requested input lies below this node
   bool runs = true;      // autograd::grad: false if none lies strictly below (no backward call)
+  NodeUse claim;         // no other thread runs or inspects the node meanwhile (graph_use.h)
 };
 using Graph = std::unordered_map<Node*, NodeTask>;
 
@@ -80,15 +81,18 @@ Tensor output_gradient(const std::vector<Tensor>& outputs, const std::vector<Ten
   return ones(outputs[i].shape(), outputs[i].dtype());
 }
 
-// Every node below the roots, with its number of consumers (an explicit stack, no recursion).
-// Each root counts one more: the outputs' gradients arrive as if from one node above them all.
+// Every node below the roots, with its number of consumers (an explicit stack, no recursion),
+// claimed for this thread. Each root counts one more: the outputs' gradients arrive as if from
+// one node above them all.
 Graph count_dependencies(const std::vector<std::shared_ptr<Node>>& roots) {
   Graph graph;
   std::vector<Node*> stack;
   auto add_edge = [&](Node* to) {
     auto [it, first_visit] = graph.try_emplace(to);
     ++it->second.dependencies;
-    if (first_visit) stack.push_back(to);
+    if (!first_visit) return;
+    it->second.claim.claim(*to, "backward");
+    stack.push_back(to);
   };
   for (const auto& root : roots) add_edge(root.get());
   while (!stack.empty()) {

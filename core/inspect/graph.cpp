@@ -16,15 +16,18 @@ namespace nabla::inspect {
 
 namespace {
 
-// The nodes below `outputs` (each output's grad_fn, or its leaf accumulator), in creation order.
-// Throws if an output has no graph.
+// The nodes below `outputs` (each output's grad_fn, or its leaf accumulator), in creation order,
+// each claimed for this thread in `uses` (core/graph_use.h). Throws if an output has no graph, or
+// if another thread is running or inspecting one of the nodes.
 std::vector<std::shared_ptr<Node>> reachable_nodes(const char* caller,
                                                    const std::vector<Tensor>& outputs,
-                                                   std::vector<Node*>* roots) {
+                                                   std::vector<Node*>* roots,
+                                                   std::vector<NodeUse>& uses) {
   if (outputs.empty()) throw ValueError(fmt::format("{}: no outputs given", caller));
   std::vector<std::shared_ptr<Node>> found;
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack;
+  auto claim = [&](Node& n) { uses.emplace_back().claim(n, caller); };
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     if (!out.defined()) throw ValueError(fmt::format("{}: output {} is undefined", caller, i));
@@ -36,6 +39,7 @@ std::vector<std::shared_ptr<Node>> reachable_nodes(const char* caller,
     std::shared_ptr<Node> root = gradient_edge(out);
     if (roots) roots->push_back(root.get());
     if (seen.insert(root.get()).second) {
+      claim(*root);
       found.push_back(root);
       stack.push_back(root.get());
     }
@@ -45,6 +49,7 @@ std::vector<std::shared_ptr<Node>> reachable_nodes(const char* caller,
     stack.pop_back();
     for (const Edge& e : n->next)
       if (e.fn && seen.insert(e.fn.get()).second) {
+        claim(*e.fn);
         found.push_back(e.fn);
         stack.push_back(e.fn.get());
       }
@@ -127,7 +132,9 @@ int64_t Graph::saved_bytes() const {
 
 Graph export_graph(const std::vector<Tensor>& outputs, const GraphOptions& options) {
   std::vector<Node*> roots;
-  std::vector<std::shared_ptr<Node>> nodes = reachable_nodes("export_graph", outputs, &roots);
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<NodeUse> uses;  // held until the graph has been read, released before `nodes`
+  nodes = reachable_nodes("export_graph", outputs, &roots, uses);
   std::unordered_map<const Node*, size_t> id;
   for (size_t i = 0; i < nodes.size(); ++i) id[nodes[i].get()] = i;
   std::unordered_map<const TensorImpl*, std::string> leaf_names;
@@ -190,7 +197,10 @@ Graph export_graph(const std::vector<Tensor>& outputs, const GraphOptions& optio
 
 GradientProbe::GradientProbe(const std::vector<Tensor>& outputs)
     : norms_(std::make_shared<Norms>()) {
-  for (const auto& node : reachable_nodes("GradientProbe", outputs, nullptr)) {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<NodeUse> uses;  // released before `nodes`
+  nodes = reachable_nodes("GradientProbe", outputs, nullptr, uses);
+  for (const auto& node : nodes) {
     node->pre_hooks.push_back(ProbeHook{norms_, node.get()});
     hooked_.push_back(node);
   }
@@ -199,7 +209,10 @@ GradientProbe::GradientProbe(const std::vector<Tensor>& outputs)
 GradientProbe::~GradientProbe() {
   for (const auto& weak : hooked_) {
     auto node = weak.lock();
-    if (!node) continue;
+    NodeUse use;
+    // A node another thread's backward is running keeps the hook: it only writes into norms_,
+    // which the hook co-owns.
+    if (!node || !use.try_claim(*node)) continue;
     auto& hooks = node->pre_hooks;
     hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
                                [&](const GradHook& h) {

@@ -67,12 +67,14 @@ struct GraphOptions {
 };
 
 // The graph below `outputs`. Throws AutogradError naming the output if one has no graph (does not
-// require grad).
+// require grad), or naming the node if another thread's backward is running one
+// (core/graph_use.h).
 Graph export_graph(const std::vector<Tensor>& outputs, const GraphOptions& options = {});
 
 // Watches every node below `outputs` through the node's gradient hooks (Node::pre_hooks, which
 // the engine runs with the node's complete gradient) and keeps the gradient's L2 norm; removes
-// its hooks when destroyed. Create it after the forward, before the backward.
+// its hooks when destroyed (except on a node another thread's backward is running: that hook
+// stays, inert). Create it after the forward, before the backward; throws as export_graph.
 class GradientProbe {
  public:
   explicit GradientProbe(const std::vector<Tensor>& outputs);

@@ -58,23 +58,36 @@ std::string module_of_parameter(const std::string& name) {
 }
 
 // Every node the ledger can see: those recorded while recording, those below `outputs`, and
-// everything below them.
+// everything below them. Each is claimed for this thread in `uses` (core/graph_use.h): another
+// thread running a node below `outputs` is an AutogradError; any other node it is running is
+// skipped (its saved bytes count as "other" until it is done).
 std::vector<std::shared_ptr<Node>> reachable_nodes(MemoryLedger::State& st,
-                                                   const std::vector<Tensor>& outputs) {
+                                                   const std::vector<Tensor>& outputs,
+                                                   std::vector<NodeUse>& uses) {
   std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<char> below_output;  // per node: reached from `outputs`
   std::unordered_set<const Node*> visited;
-  auto visit = [&](std::shared_ptr<Node> n) {
-    if (n && visited.insert(n.get()).second) nodes.push_back(std::move(n));
+  auto visit = [&](std::shared_ptr<Node> n, bool required) {
+    if (!n || visited.count(n.get())) return;
+    NodeUse use;
+    if (required)
+      use.claim(*n, "MemoryLedger::snapshot");
+    else if (!use.try_claim(*n))
+      return;
+    visited.insert(n.get());
+    uses.push_back(std::move(use));
+    nodes.push_back(std::move(n));
+    below_output.push_back(required);
   };
   {
     std::lock_guard lock(st.nodes_mutex);
     std::erase_if(st.nodes, [](const std::weak_ptr<Node>& n) { return n.expired(); });
-    for (const auto& n : st.nodes) visit(n.lock());
+    for (const auto& n : st.nodes) visit(n.lock(), false);
   }
   for (const Tensor& out : outputs)
-    if (out.defined()) visit(out.grad_fn());
+    if (out.defined()) visit(out.grad_fn(), true);
   for (size_t i = 0; i < nodes.size(); ++i)
-    for (const Edge& e : nodes[i]->next) visit(e.fn);
+    for (const Edge& e : nodes[i]->next) visit(e.fn, below_output[i] != 0);
   return nodes;
 }
 
@@ -97,7 +110,10 @@ MemoryCategories categorize(MemoryLedger::State& st, const std::vector<Tensor>& 
   if (st.optimizer_state)
     for (const Tensor& t : st.optimizer_state()) c.optimizer_state += claims.claim(t);
   std::map<std::pair<std::string, std::string>, SavedBytes> by_op;
-  for (const auto& node : reachable_nodes(st, outputs)) {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<NodeUse> uses;  // held while the saved tensors are read, released before `nodes`
+  nodes = reachable_nodes(st, outputs, uses);
+  for (const auto& node : nodes) {
     int64_t bytes = 0;
     bool holds = false;  // a node whose storages another node or category claimed still counts
     for (const SavedTensor* saved : node->saved_tensors()) {
@@ -210,7 +226,8 @@ void ledger_point(const char* op, Phase phase) {
 
 void ledger_node(const std::shared_ptr<Node>& node) {
   std::lock_guard lock(recording_mutex);
-  if (!recording) return;
+  // Only the recording thread's nodes: another thread's graph is its own to run.
+  if (!recording || recording->owner != std::this_thread::get_id()) return;
   std::lock_guard nodes_lock(recording->nodes_mutex);
   recording->nodes.push_back(node);
 }

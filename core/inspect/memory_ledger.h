@@ -97,12 +97,14 @@ class MemoryLedger {
   // Called at each snapshot: optimizer state appears at the first step.
   void track_optimizer_state(std::function<std::vector<Tensor>()> state);
 
-  // The categories now. Saved activations: of the nodes below `outputs` and of the nodes
-  // recorded while this ledger was recording.
+  // The categories now. Saved activations: of the nodes below `outputs` and of the nodes this
+  // thread recorded while this ledger was recording. Throws AutogradError if another thread's
+  // backward is running a node below `outputs` (core/graph_use.h).
   MemorySnapshot snapshot(const std::vector<Tensor>& outputs = {}) const;
 
   // Records a timeline point after every outermost op and backward node run on this thread,
-  // remembers the nodes recorded (for their saved tensors), and watches the allocator's peak.
+  // remembers the nodes this thread records (for their saved tensors), and watches the
+  // allocator's peak.
   // Throws Error if a ledger is already recording.
   void start();
   MemoryTimeline stop();  // throws Error if not recording

@@ -190,3 +190,20 @@ TEST_CASE("export_graph: an output without a graph is a clear error", "[core][in
   REQUIRE(g.nodes.size() == 1);
   CHECK(g.nodes[0].leaf_name == "w");
 }
+
+// Run by ctest graphviz_missing with GVBINDIR naming an empty directory (tests/CMakeLists.txt):
+// gvc then finds none of its plugins, as on a machine where libgvc's plugins are not installed.
+TEST_CASE("render_dot: Graphviz's plugins missing at run time is a clear Error", "[.no-graphviz]") {
+  WorkedExample ex;
+  const std::string dot = inspect::to_dot(inspect::export_graph({ex.out}, ex.names()));
+  CHECK_THROWS_AS(inspect::render_dot(dot, "svg"), Error);
+  CHECK_THROWS_WITH(inspect::render_dot(dot, "svg"),
+                    Contains("'dot' layout") && Contains("scripts/setup.sh"));
+  const auto dir = std::filesystem::temp_directory_path() / "nabla_no_graphviz_test";
+  std::filesystem::create_directories(dir);
+  CHECK_THROWS_AS(inspect::write_graph(dot, (dir / "graph.png").string()), Error);
+  CHECK_FALSE(std::filesystem::exists(dir / "graph.png"));  // nothing half-written
+  inspect::write_graph(dot, (dir / "graph.dot").string());  // the text needs no Graphviz
+  CHECK(read_file((dir / "graph.dot").string()) == dot);
+  std::filesystem::remove_all(dir);
+}

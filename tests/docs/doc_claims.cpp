@@ -450,10 +450,11 @@ Report check(const fs::path& root) {
   Checker c{scan(root), {}, "", nullptr};
   std::vector<std::string> docs;
   if (fs::exists(root / "README.md")) docs.push_back("README.md");
-  std::vector<std::string> in_docs;
+  std::vector<std::string> in_docs;  // docs/*.md and below (docs/tutorials/)
   if (fs::is_directory(root / "docs"))
-    for (const auto& e : fs::directory_iterator(root / "docs"))
-      if (e.path().extension() == ".md") in_docs.push_back("docs/" + e.path().filename().string());
+    for (const auto& e : fs::recursive_directory_iterator(root / "docs"))
+      if (e.is_regular_file() && e.path().extension() == ".md")
+        in_docs.push_back(e.path().lexically_relative(root).generic_string());
   std::sort(in_docs.begin(), in_docs.end());
   docs.insert(docs.end(), in_docs.begin(), in_docs.end());
   for (const std::string& d : docs) c.read(d);

@@ -1,5 +1,5 @@
-// Checks that what the docs (README.md, docs/*.md) quote about the source is true, so they cannot
-// drift from the code unnoticed. Outside fenced code blocks it reads:
+// Checks that what the docs (README.md, docs/**/*.md) quote about the source is true, so they
+// cannot drift from the code unnoticed. Outside fenced code blocks it reads:
 //   - every path in backticks (`ops/softmax.cpp`, `kernels/softmax.*`, `tensor.h/.cpp`, a
 //     directory `optim/`) and every relative link target: it must exist. A path whose first part
 //     is a top-level directory is taken from the root; a bare file name (`row_layout.h`) may
@@ -24,7 +24,7 @@ struct Report {
   int paths = 0, counts = 0;          // how many paths and counts were checked
 };
 
-// Reads root/README.md and root/docs/*.md against the files under root.
+// Reads root/README.md and every .md below root/docs against the files under root.
 Report check(const std::filesystem::path& root);
 
 }  // namespace doc_claims

@@ -75,6 +75,19 @@ TEST_CASE("docs checker: true quotes pass", "[docs]") {
   CHECK(r.counts == 9);  // 9, two ranges and one range's count, run(), ~10, under 10, 2 sources
 }
 
+TEST_CASE("docs checker: pages below docs/ are read, links relative to each page", "[docs]") {
+  TempTree t;
+  fs::create_directories(t.root / "docs" / "tutorials");
+  t.write("docs/tutorials/one.md",
+          "See [two](two.md), [the page](../page.md) and `lib/gone.cpp`.\n");
+  t.write("docs/tutorials/two.md", "Back to [one](one.md).\n");
+  const doc_claims::Report r = t.page("Read [the tutorials](tutorials/one.md).\n");
+  INFO(joined(r));
+  REQUIRE(r.problems.size() == 1);
+  CHECK_THAT(r.problems[0], Contains("docs/tutorials/one.md:1: `lib/gone.cpp` does not exist"));
+  CHECK(r.paths == 5);
+}
+
 TEST_CASE("docs checker: a quoted path that does not exist", "[docs]") {
   TempTree t;
   CHECK_THAT(joined(t.page("intro\n\nSee `lib/gone.cpp`.\n")),
