@@ -213,8 +213,8 @@ MaxPoolResult max_pool(const char* op, const char* node_name, int spatial, const
 MaxPoolResult max_pool2d_with_indices(const Tensor& x, Size2 kernel_size, Size2 stride,
                                       Size2 padding, Size2 dilation, bool ceil_mode) {
   inspect::OpScope op_scope("max_pool2d_with_indices", {&x});
-  return max_pool("max_pool2d", "MaxPool2dBackward", 2, x, kernel_size, stride, padding, dilation,
-                  ceil_mode);
+  return max_pool("max_pool2d_with_indices", "MaxPool2dBackward", 2, x, kernel_size, stride,
+                  padding, dilation, ceil_mode);
 }
 
 Tensor max_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 padding, Size2 dilation,
@@ -229,7 +229,7 @@ MaxPoolResult max_pool1d_with_indices(const Tensor& x, int64_t kernel_size,
                                       std::optional<int64_t> stride, int64_t padding,
                                       int64_t dilation, bool ceil_mode) {
   inspect::OpScope op_scope("max_pool1d_with_indices", {&x});
-  return max_pool("max_pool1d", "MaxPool1dBackward", 1, x, {1, kernel_size},
+  return max_pool("max_pool1d_with_indices", "MaxPool1dBackward", 1, x, {1, kernel_size},
                   {1, stride.value_or(kernel_size)}, {0, padding}, {1, dilation}, ceil_mode);
 }
 
