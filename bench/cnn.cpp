@@ -1,6 +1,6 @@
 // cnn: a small convolutional classifier's training step, the same model as bench/py/cnn.py.
-//   images (128, 1, 28, 28) -> conv 3x3 pad 1 (1 -> 16) -> ReLU -> conv 3x3 stride 2 pad 1
-//   (16 -> 32) -> ReLU -> mean over the 14x14 positions -> Linear(32, 10) -> cross_entropy
+//   images (128, 1, 28, 28) -> Conv2d 3x3 pad 1 (1 -> 16) -> ReLU -> max_pool2d 2 -> Conv2d 3x3
+//   pad 1 (16 -> 32) -> ReLU -> mean over the 14x14 positions -> Linear(32, 10) -> cross_entropy
 // One step: zero_grad + forward + backward + AdamW step, on fixed seeded inputs. The model of
 // the busy-machine report (bench/under_load.py runs it beside a CPU-bound process).
 //
@@ -21,13 +21,11 @@ int main(int argc, char** argv) try {
 
   const int64_t B = 128;
   manual_seed(0);
-  Tensor w1 = nn::init::kaiming_uniform_(empty({16, 1, 3, 3}), std::sqrt(5.0));
-  Tensor w2 = nn::init::kaiming_uniform_(empty({32, 16, 3, 3}), std::sqrt(5.0));
-  Tensor b1 = zeros({16}), b2 = zeros({32});
+  nn::Conv2d conv1(1, 16, 3, {.padding = 1}), conv2(16, 32, 3, {.padding = 1});
   nn::Linear head(32, 10);
-  std::vector<Tensor> params{w1, b1, w2, b2};
-  for (Tensor& p : params) p.requires_grad_();
-  for (const Tensor& p : head.parameters()) params.push_back(p);
+  std::vector<Tensor> params;
+  for (const nn::Module* m : std::initializer_list<const nn::Module*>{&conv1, &conv2, &head})
+    for (const Tensor& p : m->parameters()) params.push_back(p);
   optim::AdamW adamw(params, {.lr = 1e-3});
   Generator gen(1);
   const Tensor images = randn({B, 1, 28, 28}, gen);
@@ -36,8 +34,8 @@ int main(int argc, char** argv) try {
 
   const bench::Timing t = bench::time_it(opt, [&] {
     adamw.zero_grad();
-    Tensor h = relu(conv2d(images, w1, b1, 1, 1));
-    h = relu(conv2d(h, w2, b2, 2, 1));
+    Tensor h = max_pool2d(relu(conv1(images)), 2);
+    h = relu(conv2(h));
     Tensor loss = cross_entropy(head.forward(mean(h, {2, 3})), labels);
     loss.backward();
     adamw.step();

@@ -1,6 +1,6 @@
-// Image patches and 2-D convolution: patchify/unpatchify (ViT), unfold/fold (im2col/col2im, as
-// F.unfold/F.fold with dilation 1) and conv2d via im2col + matmul. Images are (B, C, H, W);
-// sizes given as std::array<int64_t, 2> are (height, width).
+// Image patches: patchify/unpatchify (ViT) and unfold/fold (im2col/col2im, as F.unfold/F.fold).
+// Images are (B, C, H, W); sizes given as std::array<int64_t, 2> are (height, width). The
+// convolutions are in ops/conv.h.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -16,18 +16,13 @@ Tensor patchify(const Tensor& x, int64_t p);
 Tensor unpatchify(const Tensor& patches, int64_t p, int64_t H, int64_t W);
 
 // (B, C, H, W) -> (B, C*kh*kw, L): column l holds the (C, kh, kw) window of output position l
-// (row-major over the OH x OW output grid); zero padding.
+// (row-major over the OH x OW output grid); zero padding; taps `dilation` pixels apart.
 Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel,
-              std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
+              std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0},
+              std::array<int64_t, 2> dilation = {1, 1});
 // The adjoint of unfold: (B, C*kh*kw, L) -> (B, C, H, W), overlapping entries summed.
 Tensor fold(const Tensor& cols, std::array<int64_t, 2> output_size, std::array<int64_t, 2> kernel,
-            std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
-
-// x (B, C, H, W), weight (O, C, kh, kw), bias (O) or undefined -> (B, O, OH, OW), like F.conv2d
-// (no groups, no dilation).
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-              std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
-              int64_t padding = 0);
+            std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0},
+            std::array<int64_t, 2> dilation = {1, 1});
 
 }  // namespace nabla

@@ -1,7 +1,7 @@
 """cnn, PyTorch twin of bench/cnn.cpp: a small convolutional classifier's training step.
 
-    images (128, 1, 28, 28) -> conv 3x3 pad 1 (1 -> 16) -> ReLU -> conv 3x3 stride 2 pad 1
-    (16 -> 32) -> ReLU -> mean over the 14x14 positions -> Linear(32, 10) -> cross_entropy
+    images (128, 1, 28, 28) -> Conv2d 3x3 pad 1 (1 -> 16) -> ReLU -> max_pool2d 2 -> Conv2d 3x3
+    pad 1 (16 -> 32) -> ReLU -> mean over the 14x14 positions -> Linear(32, 10) -> cross_entropy
 
 One step: zero_grad + forward + backward + AdamW step, on fixed seeded inputs.
 flop (reported): forward 2*B*(28*28*16*9 + 14*14*32*16*9); a step counts 3x the forward.
@@ -19,7 +19,7 @@ def main():
     common.apply_threads(args)
     B = 128
     torch.manual_seed(0)
-    conv1, conv2 = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(16, 32, 3, stride=2, padding=1)
+    conv1, conv2 = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(16, 32, 3, padding=1)
     head = nn.Linear(32, 10)
     params = [*conv1.parameters(), *conv2.parameters(), *head.parameters()]
     opt = torch.optim.AdamW(params, lr=1e-3)
@@ -30,7 +30,7 @@ def main():
 
     def step():
         opt.zero_grad()
-        h = F.relu(conv2(F.relu(conv1(images))))
+        h = F.relu(conv2(F.max_pool2d(F.relu(conv1(images)), 2)))
         loss = F.cross_entropy(head(h.mean(dim=(2, 3))), labels)
         loss.backward()
         opt.step()

@@ -255,6 +255,29 @@ void add_tiling(Sweep& sweep) {
   sweep.add("stack dim kMin", std::to_string(kMin), [=] { stack({x, x}, kMin); });
 }
 
+// The convolutions and pools (ops/conv.h, ops/pool.h): kernels, strides, paddings, dilations and
+// output sizes at the same edges.
+void add_conv_pool(Sweep& sweep) {
+  const Tensor img = zeros({1, 1, 4, 4});
+  const Tensor line = zeros({1, 1, 4}), w1 = zeros({1, 1, 1, 1}), w2 = zeros({1, 1, 2, 1});
+  for (int64_t k : {kMax, k2p62, int64_t{0}, int64_t{-1}, kMin}) {
+    const std::string v = std::to_string(k);
+    if (k <= 0) sweep.add("conv2d stride " + v, v, [=] { conv2d(img, w1, Tensor(), {k, 1}); });
+    if (k != 0 && k != k2p62)  // padding 2^62 fits: the output size then fails, by shape
+      sweep.add("conv2d padding " + v, v, [=] { conv2d(img, w1, Tensor(), 1, {k, 0}); });
+    sweep.add("conv2d dilation " + v, v, [=] { conv2d(img, w2, Tensor(), 1, 0, {k, 1}); });
+    sweep.add("conv1d dilation " + v, v, [=] {
+      conv1d(line, zeros({1, 1, 2}), Tensor(), 1, 0, k);
+    });
+    sweep.add("max_pool2d kernel " + v, v, [=] { max_pool2d(img, {k, 1}); });
+    sweep.add("max_pool2d dilation " + v, v, [=] { max_pool2d(img, 2, 1, 0, {k, 1}); });
+    if (k <= 0) sweep.add("max_pool2d stride " + v, v, [=] { max_pool2d(img, 2, {k, 1}); });
+    if (k != 0) sweep.add("avg_pool2d padding " + v, v, [=] { avg_pool2d(img, 2, 1, {k, 0}); });
+    sweep.add("avg_pool1d kernel " + v, v, [=] { avg_pool1d(line, k); });
+    if (k != 0) sweep.add("adaptive_avg_pool2d " + v, v, [=] { adaptive_avg_pool2d(img, {k, 1}); });
+  }
+}
+
 }  // namespace
 
 TEST_CASE("probe sweep: every factory, view and tiling op rejects edge sizes by name",
@@ -263,6 +286,7 @@ TEST_CASE("probe sweep: every factory, view and tiling op rejects edge sizes by 
   add_factories(sweep);
   add_views(sweep);
   add_tiling(sweep);
+  add_conv_pool(sweep);
   const std::vector<std::string> failures = sweep.run();
   std::string report;
   for (const std::string& f : failures) report += f + "\n";

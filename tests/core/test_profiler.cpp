@@ -97,7 +97,8 @@ TEST_CASE("nested ops: a composite's self time and FLOPs exclude its children's"
   inspect::Profiler profiler;
   Tensor y = linear_activation_composite(randn({6, 8}, g), randn({16, 8}, g), Tensor(),
                                          LinearActivation::ReLU);
-  Tensor c = conv2d(x, w, bias, 1, 1);
+  Tensor c = conv2d_composite(x, w, bias, 1, 1);
+  Tensor fused = conv2d(x, w, bias, 1, 1);
   const inspect::Profile p = profiler.stop();
 
   const auto composite = only(p, "linear_activation_composite");
@@ -114,15 +115,17 @@ TEST_CASE("nested ops: a composite's self time and FLOPs exclude its children's"
     CHECK(e.self_ns == e.duration_ns - children_ns[e.id]);
     CHECK(e.self_ns >= 0);
   }
-  // conv2d's FLOPs include its matmul's, which are not counted twice.
-  const auto conv = only(p, "conv2d");
+  // conv2d_composite's FLOPs include its matmul's, which are not counted twice; the fused
+  // conv2d states the same FLOPs itself (its per-sample GEMMs are gemm events).
+  const auto conv = only(p, "conv2d_composite");
   const int64_t conv_flops = 2 * 2 * 4 * (8 * 8) * (3 * 3 * 3);
   CHECK(conv.flops == conv_flops);
   CHECK(only(p, "matmul").flops == conv_flops);
   CHECK(only(p, "matmul").flops_in_parent);
   CHECK(only(p, "matmul").parent == conv.id);
+  CHECK(only(p, "conv2d").flops == conv_flops);
   CHECK_FALSE(lin.flops_in_parent);  // the composite itself states no FLOPs
-  CHECK(p.total_flops() == lin.flops + conv_flops);
+  CHECK(p.total_flops() == lin.flops + 2 * conv_flops);
 }
 
 TEST_CASE("self times add up to at most the profiled wall time", "[core][inspect]") {

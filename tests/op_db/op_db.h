@@ -151,6 +151,11 @@ std::vector<OpInfo> view_ops();            // ops_views.cpp: Tensor views and co
 std::vector<OpInfo> nn_ops();              // ops_nn.cpp: linalg, linear, layer_norm, dropout
 std::vector<OpInfo> indexing_ops();        // ops_indexing.cpp: embedding.h, indexing.h
 std::vector<OpInfo> conv_attention_ops();  // ops_conv_attention.cpp: patches.h, attention.h
+std::vector<OpInfo> conv_ops();            // ops_conv.cpp: conv.h but conv2d
+// conv2d's entry (ops_conv.cpp), listed in conv_attention_ops() where it was first: an entry's
+// sample values are seeded by its index in all_ops(), so moving one changes the others' values.
+OpInfo conv2d_entry();
+std::vector<OpInfo> pool_ops();  // ops_pool.cpp: pool.h
 const std::vector<OpInfo>& all_ops();
 
 }  // namespace nabla::op_db

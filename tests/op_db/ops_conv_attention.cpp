@@ -1,6 +1,6 @@
-// op_db entries: image patches and convolution (ops/patches.h) and scaled dot-product attention
-// (ops/attention.h) with its composite twin: strides, padding, windows that overlap or skip
-// pixels, bool and additive masks, causal masks on square and non-square scores, fully masked
+// op_db entries: image patches, unfold and fold (ops/patches.h) and scaled dot-product attention
+// (ops/attention.h) with its composite twin: strides, padding, dilation, windows that overlap or
+// skip pixels, bool and additive masks, causal masks on square and non-square scores, fully masked
 // queries, dropout with a fixed generator, and batch dims that are expanded or transposed.
 #include "tests/op_db/op_db.h"
 
@@ -47,8 +47,8 @@ std::vector<Sample> unpatch_samples() {
 }
 
 std::vector<Sample> unfold_samples() {
-  auto uf = [](Int2 k, Int2 s, Int2 p) {
-    return [k, s, p](const std::vector<Tensor>& v) { return unfold(v[0], k, s, p); };
+  auto uf = [](Int2 k, Int2 s, Int2 p, Int2 d = {1, 1}) {
+    return [k, s, p, d](const std::vector<Tensor>& v) { return unfold(v[0], k, s, p, d); };
   };
   return {
       sample("(1, 2, 4, 5) kernel 2x3", {arg({1, 2, 4, 5})}, uf({2, 3}, {1, 1}, {0, 0})),
@@ -57,15 +57,18 @@ std::vector<Sample> unfold_samples() {
       sample("kernel = image", {arg({1, 2, 3, 3})}, uf({3, 3}, {1, 1}, {0, 0})),
       sample("1x1 kernel", {arg({1, 3, 2, 2})}, uf({1, 1}, {1, 1}, {0, 0})),
       sample("transposed image", {transposed({1, 2, 5, 4})}, uf({2, 2}, {1, 2}, {1, 0})),
+      sample("dilation 2, padding 1", {arg({1, 2, 5, 6})}, uf({2, 3}, {1, 1}, {1, 1}, {2, 2})),
+      sample("dilation (1, 3), stride 2", {arg({2, 1, 5, 8})}, uf({2, 2}, {2, 2}, {0, 0}, {1, 3})),
       sample("batch 0", {arg({0, 2, 4, 4})}, uf({2, 2}, {1, 1}, {0, 0})),
+      sample("batch 0, dilation 2", {arg({0, 1, 5, 5})}, uf({2, 2}, {1, 1}, {0, 0}, {2, 2})),
       big(sample("big (4, 8, 32, 32) kernel 3 padding 1", {arg({4, 8, 32, 32})},
                  uf({3, 3}, {1, 1}, {1, 1}))),
   };
 }
 
 std::vector<Sample> fold_samples() {
-  auto fd = [](Int2 out, Int2 k, Int2 s, Int2 p) {
-    return [out, k, s, p](const std::vector<Tensor>& v) { return fold(v[0], out, k, s, p); };
+  auto fd = [](Int2 out, Int2 k, Int2 s, Int2 p, Int2 d = {1, 1}) {
+    return [out, k, s, p, d](const std::vector<Tensor>& v) { return fold(v[0], out, k, s, p, d); };
   };
   return {
       sample("(1, 6, 6) to 4x5, kernel 2x3", {arg({1, 12, 9})}, fd({4, 5}, {2, 3}, {1, 1}, {0, 0})),
@@ -73,35 +76,12 @@ std::vector<Sample> fold_samples() {
              fd({4, 4}, {3, 3}, {1, 1}, {1, 1})),
       sample("stride 3 leaves pixels empty", {arg({1, 4, 4})}, fd({5, 5}, {2, 2}, {3, 3}, {0, 0})),
       sample("transposed columns", {transposed({1, 4, 9})}, fd({4, 4}, {2, 2}, {1, 1}, {0, 0})),
+      sample("dilation 2: (1, 2*4, 9) to 5x5", {arg({1, 8, 9})},
+             fd({5, 5}, {2, 2}, {1, 1}, {0, 0}, {2, 2})),
+      sample("dilation (2, 1), stride 2, padding 1", {arg({2, 6, 6})},
+             fd({4, 5}, {2, 3}, {2, 2}, {1, 1}, {2, 1})),
       sample("batch 0", {arg({0, 4, 9})}, fd({4, 4}, {2, 2}, {1, 1}, {0, 0})),
       big(sample("big (4, 72, 1024)", {arg({4, 72, 1024})}, fd({32, 32}, {3, 3}, {1, 1}, {1, 1}))),
-  };
-}
-
-std::vector<Sample> conv_samples() {
-  auto cv = [](Int2 s, Int2 p) {
-    return [s, p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], s, p); };
-  };
-  OpFn no_bias = [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), 1, 0); };
-  OpFn scalar_args = [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], 2, 1); };
-  return {
-      sample("(2, 2, 5, 5) * (3, 2, 3, 3)", {arg({2, 2, 5, 5}), arg({3, 2, 3, 3}), arg({3})},
-             cv({1, 1}, {0, 0})),
-      sample("stride 2, padding 1 (int overload)", {arg({1, 2, 5, 4}), arg({2, 2, 3, 3}), arg({2})},
-             scalar_args),
-      sample("stride (1, 2), padding (2, 0)", {arg({1, 1, 4, 6}), arg({2, 1, 2, 3}), arg({2})},
-             cv({1, 2}, {2, 0})),
-      sample("no bias", {arg({1, 2, 4, 4}), arg({2, 2, 2, 2})}, no_bias),
-      sample("1x1 kernel", {arg({2, 3, 2, 2}), arg({4, 3, 1, 1}), arg({4})}, cv({1, 1}, {0, 0})),
-      sample("transposed x, strided weight",
-             {transposed({1, 2, 5, 4}), strided({2, 2, 2, 2}), arg({2})}, cv({1, 1}, {0, 0})),
-      sample("expanded bias", {arg({1, 2, 4, 4}), arg({3, 2, 2, 2}), expanded({1}, {3})},
-             cv({1, 1}, {1, 1})),
-      sample("batch 0", {arg({0, 2, 4, 4}), arg({3, 2, 2, 2}), arg({3})}, cv({1, 1}, {0, 0})),
-      large(sample("large |x| <= 1e4", {arg({1, 1, 3, 3}, kLarge), arg({2, 1, 2, 2}), arg({2})},
-                   cv({1, 1}, {0, 0}))),
-      big(sample("big (4, 8, 32, 32) * (16, 8, 3, 3)",
-                 {arg({4, 8, 32, 32}), arg({16, 8, 3, 3}), arg({16})}, cv({1, 1}, {1, 1}))),
   };
 }
 
@@ -261,6 +241,14 @@ std::vector<OpInfo> conv_attention_ops() {
                            [] {
                              unfold(ones({1, 1, 4, 4}), {2, 2}, {1, 1}, {-1, 0});
                            }),
+        expect<ValueError>("dilation 0",
+                           [] {
+                             unfold(ones({1, 1, 4, 4}), {2, 2}, {1, 1}, {0, 0}, {0, 1});
+                           }),
+        expect<ShapeError>("dilation 3 spans 4 > image 3",
+                           [] {
+                             unfold(ones({1, 1, 3, 3}), {2, 2}, {1, 1}, {0, 0}, {3, 3});
+                           }),
     };
   }));
   t.push_back(entry("fold", fold_samples, [] {
@@ -277,37 +265,17 @@ std::vector<OpInfo> conv_attention_ops() {
                            [] {
                              fold(ones({1, 4, 8}), {4, 4}, {2, 2});
                            }),
+        expect<ShapeError>("L 9 for 4 windows with dilation 2",
+                           [] {
+                             fold(ones({1, 4, 9}), {4, 4}, {2, 2}, {1, 1}, {0, 0}, {2, 2});
+                           }),
+        expect<ValueError>("dilation -1",
+                           [] {
+                             fold(ones({1, 4, 9}), {4, 4}, {2, 2}, {1, 1}, {0, 0}, {-1, 1});
+                           }),
     };
   }));
-  t.push_back(entry("conv2d", conv_samples, [] {
-    return std::vector<ErrorInput>{
-        expect<ShapeError>("channels 2 vs 3",
-                           [] {
-                             conv2d(ones({1, 2, 4, 4}), ones({1, 3, 2, 2}), Tensor());
-                           }),
-        expect<ShapeError>("bias (2) for 1 output",
-                           [] {
-                             conv2d(ones({1, 2, 4, 4}), ones({1, 2, 2, 2}), ones({2}));
-                           }),
-        expect<DTypeError>("float64 weight",
-                           [] {
-                             conv2d(ones({1, 2, 4, 4}), ones({1, 2, 2, 2}, kFloat64), Tensor());
-                           }),
-        expect<ShapeError>("kernel larger than image",
-                           [] {
-                             conv2d(ones({1, 1, 2, 2}), ones({1, 1, 3, 3}), Tensor());
-                           }),
-        expect<DTypeError>(
-            "int64",
-            [] {
-              conv2d(zeros({1, 1, 2, 2}, kInt64), zeros({1, 1, 1, 1}, kInt64), Tensor());
-            }),
-    };
-  }));
-  // Its weight gradient sums 4096 products (batch x positions) per element in GEMMs that 2
-  // threads split into blocks, which OpenBLAS sums in another order: within ~1000 eps.
-  t.back().threads = {1e-4, 1e-5};
-  t.back().note = "GEMM split per thread: 1 vs 2 threads agree within ~1000 eps (float32)";
+  t.push_back(conv2d_entry());
   for (auto [name, f] : {std::pair<const char*, SdpaFn>{"scaled_dot_product_attention",
                                                         scaled_dot_product_attention},
                          std::pair<const char*, SdpaFn>{"scaled_dot_product_attention_composite",

@@ -2,7 +2,7 @@
 // from the headers, so a new op is caught without anyone remembering this file:
 //   - every ops/*.h that nabla.h includes, and core/tensor.h: each namespace-scope declaration
 //     (a line starting with its return type, as the project's format puts it) returning Tensor,
-//     Tensor&, std::vector<Tensor> or ValuesIndices;
+//     Tensor&, std::vector<Tensor>, ValuesIndices or MaxPoolResult;
 //   - core/tensor.h's Tensor methods returning Tensor or Tensor& (views, conversions, ...).
 // Operators (a + b, ...) forward inline to the named ops and are not listed. Everything found
 // must have an entry in all_ops() or be in kNotOps below with its reason; every entry must name
@@ -76,7 +76,7 @@ const std::string kRoot = NABLA_SOURCE_DIR;
 // Names declared at namespace scope (free functions) and in class Tensor, from a header's text.
 void scan(const std::string& text, std::set<std::string>& names) {
   static const std::regex free_fn(
-      R"(^(?:inline )?(?:Tensor|Tensor&|std::vector<Tensor>|ValuesIndices) ([A-Za-z_]\w*)\()");
+      R"(^(?:inline )?(?:Tensor|Tensor&|std::vector<Tensor>|ValuesIndices|MaxPoolResult) ([A-Za-z_]\w*)\()");
   static const std::regex method(R"(^  (?:Tensor|Tensor&) ([A-Za-z_]\w*)\()");
   std::istringstream in(text);
   bool in_tensor_class = false;
@@ -132,6 +132,7 @@ Tensor new_unary(const Tensor& x);
 inline Tensor& new_inplace_(Tensor& x, double v) { return x; }
 std::vector<Tensor> new_split(const Tensor& x, int64_t n);
 ValuesIndices new_topk(const Tensor& x, int64_t k);
+MaxPoolResult new_pool_with_indices(const Tensor& x, int64_t k);
 Tensor operator+(const Tensor& a, const Tensor& b);
 Shape not_an_op(const Shape& s);
   Tensor indented_free_function(const Tensor& x);
@@ -145,7 +146,7 @@ class Tensor {
 )",
        names);
   CHECK(names == std::set<std::string>{"new_unary", "new_inplace_", "new_split", "new_topk",
-                                       "new_view", "new_method_"});
+                                       "new_pool_with_indices", "new_view", "new_method_"});
   const Coverage c =
       coverage({"a", "b", "factory"}, {"a", "gone"}, {{"factory", "why"}, {"x", "y"}});
   CHECK(c.missing == std::vector<std::string>{"b"});
