@@ -52,6 +52,15 @@ Tensor Sample::call(const std::vector<Tensor>& values) const {
 
 void reset_seed(uint64_t seed) { g_seed = seed * 7919; }
 
+OpInfo entry(const std::string& name, std::function<std::vector<Sample>()> samples,
+             std::function<std::vector<ErrorInput>()> errors) {
+  OpInfo op;
+  op.name = name;
+  op.samples = std::move(samples);
+  op.errors = std::move(errors);
+  return op;
+}
+
 Arg arg(const Shape& shape, Dist d, Layout layout) {
   if (layout == Layout::Transposed && shape.size() < 2)
     throw ValueError("op_db: a transposed argument needs 2 dims");

@@ -132,6 +132,9 @@ std::vector<Sample> unary_samples(const OpFn& op, Dist d = {}, bool large = true
 // Same shapes, plus broadcast pairs both ways, 0-d with N-D, and a transposed or expanded operand.
 std::vector<Sample> binary_samples(const OpFn& op, Dist a = {}, Dist b = {}, bool large = true);
 Sample sample(std::string name, std::vector<Arg> args, OpFn op);
+// An entry with the default flags and dtypes (float32, float64).
+OpInfo entry(const std::string& name, std::function<std::vector<Sample>()> samples,
+             std::function<std::vector<ErrorInput>()> errors);
 Sample forward_only(Sample s);  // gradcheck off (a kink or pole); name says why
 Sample big(Sample s);
 // The same samples without the big ones: an op's second and later variants (another exponent,

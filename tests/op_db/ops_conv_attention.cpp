@@ -9,15 +9,6 @@ namespace {
 
 using Int2 = std::array<int64_t, 2>;
 
-OpInfo entry(const std::string& name, std::function<std::vector<Sample>()> samples,
-             std::function<std::vector<ErrorInput>()> errors) {
-  OpInfo op;
-  op.name = name;
-  op.samples = std::move(samples);
-  op.errors = std::move(errors);
-  return op;
-}
-
 std::vector<Sample> patch_samples() {
   auto patch = [](int64_t p) {
     return [p](const std::vector<Tensor>& v) { return patchify(v[0], p); };

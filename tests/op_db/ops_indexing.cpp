@@ -68,15 +68,6 @@ std::vector<ErrorInput> embedding_errors(EmbFn f) {
   };
 }
 
-OpInfo entry(const std::string& name, std::function<std::vector<Sample>()> samples,
-             std::function<std::vector<ErrorInput>()> errors) {
-  OpInfo op;
-  op.name = name;
-  op.samples = std::move(samples);
-  op.errors = std::move(errors);
-  return op;
-}
-
 }  // namespace
 
 std::vector<OpInfo> indexing_ops() {

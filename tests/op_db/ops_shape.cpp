@@ -21,13 +21,11 @@ OpFn stack_along(int64_t dim) {
   return [dim](const std::vector<Tensor>& v) { return stack(v, dim); };
 }
 
-OpInfo entry(const std::string& name, std::function<std::vector<Sample>()> samples,
-             std::function<std::vector<ErrorInput>()> errors) {
-  OpInfo op;
-  op.name = name;
+// Shape ops move bytes: every dtype.
+OpInfo any_dtype_entry(const std::string& name, std::function<std::vector<Sample>()> samples,
+                       std::function<std::vector<ErrorInput>()> errors) {
+  OpInfo op = entry(name, std::move(samples), std::move(errors));
   op.dtypes = kAllDTypes;
-  op.samples = std::move(samples);
-  op.errors = std::move(errors);
   return op;
 }
 
@@ -64,7 +62,7 @@ std::vector<Sample> stack_samples() {
 
 std::vector<OpInfo> shape_ops() {
   std::vector<OpInfo> t;
-  t.push_back(entry("cat", cat_samples, [] {
+  t.push_back(any_dtype_entry("cat", cat_samples, [] {
     return std::vector<ErrorInput>{
         expect<ValueError>("no tensors", [] { cat({}, 0); }),
         expect<DTypeError>("float32 and float64",
@@ -85,7 +83,7 @@ std::vector<OpInfo> shape_ops() {
                            }),
     };
   }));
-  t.push_back(entry("stack", stack_samples, [] {
+  t.push_back(any_dtype_entry("stack", stack_samples, [] {
     return std::vector<ErrorInput>{
         expect<ValueError>("no tensors", [] { stack({}, 0); }),
         expect<ShapeError>("(2, 3) and (3, 2)",
@@ -98,7 +96,7 @@ std::vector<OpInfo> shape_ops() {
                            }),
     };
   }));
-  t.push_back(entry(
+  t.push_back(any_dtype_entry(
       "split",
       [] {
         auto by_size = [](int64_t n, int64_t dim) {
@@ -137,7 +135,7 @@ std::vector<OpInfo> shape_ops() {
             expect<ShapeError>("dim 1 of 1-D", [] { split(ones({4}), 2, 1); }),
         };
       }));
-  t.push_back(entry(
+  t.push_back(any_dtype_entry(
       "chunk",
       [] {
         auto chunks = [](int64_t n, int64_t dim) {
@@ -157,7 +155,7 @@ std::vector<OpInfo> shape_ops() {
             expect<ShapeError>("0-d", [] { chunk(ones({}), 2); }),
         };
       }));
-  t.push_back(entry(
+  t.push_back(any_dtype_entry(
       "repeat",
       [] {
         auto rep = [](std::vector<int64_t> r) {
@@ -183,7 +181,7 @@ std::vector<OpInfo> shape_ops() {
             expect<ValueError>("negative repeat", [] { repeat(ones({2}), {-1}); }),
         };
       }));
-  t.push_back(entry(
+  t.push_back(any_dtype_entry(
       "repeat_interleave",
       [] {
         auto rep = [](int64_t r, std::optional<int64_t> dim) {
@@ -219,7 +217,7 @@ std::vector<OpInfo> shape_ops() {
                 }),
         };
       }));
-  t.push_back(entry(
+  t.push_back(any_dtype_entry(
       "pad",
       [] {
         auto p = [](std::vector<int64_t> pads, double value) {
@@ -260,7 +258,7 @@ std::vector<OpInfo> shape_ops() {
   for (auto [name, f] :
        {std::pair<const char*, Tensor (*)(const Tensor&, int64_t)>{"tril", tril},
         std::pair<const char*, Tensor (*)(const Tensor&, int64_t)>{"triu", triu}}) {
-    t.push_back(entry(
+    t.push_back(any_dtype_entry(
         name,
         [f = f] {
           auto tri = [f](int64_t diagonal) {
