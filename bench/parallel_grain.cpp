@@ -1,5 +1,5 @@
 // parallel_grain: where running a loop on two threads starts to pay, the measurement behind
-// kParallelGrain (core/parallel.h). For sizes from 1K to 1M float32 elements it times one loop
+// parallel_grain() (core/parallel.h). For sizes from 1K to 1M float32 elements it times one loop
 // run serially and the same loop forced through an OpenMP region (parallel_for with a cost far
 // above the grain), median of --reps calls each, and prints one line per size, then
 //   RESULT bench=parallel_grain op=<op> crossover_elems=<n> grain_elems=<n>
@@ -39,13 +39,13 @@ int main(int argc, char** argv) try {
     };
     const double serial = bench::time_it(opt, [&] { body(0, n); }).median_ms;
     const double threaded =
-        bench::time_it(opt, [&] { parallel_for(n, kParallelGrain, body); }).median_ms;
+        bench::time_it(opt, [&] { parallel_for(n, parallel_grain(), body); }).median_ms;
     fmt::print("{} n={} serial_us={:.2f} parallel_us={:.2f} speedup={:.2f}\n", op, n, serial * 1e3,
                threaded * 1e3, serial / threaded);
     if (crossover < 0 && threaded < serial * 0.9) crossover = n;
   }
   fmt::print("RESULT bench=parallel_grain op={} crossover_elems={} grain_elems={} threads={}\n", op,
-             crossover, kParallelGrain / cost, opt.threads);
+             crossover, parallel_grain() / cost, opt.threads);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "bench_parallel_grain: {}\n", e.what());

@@ -44,11 +44,11 @@ void on_non_finite_gradient(const Node& node, size_t input, const Tensor& grad) 
 Node::Node()
     : module_scope(inspect::current_module_scope()),
       sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
-  detail::live_nodes.add(1);
+  detail::count_live(detail::kLiveNodes, 1);
 }
 
 Node::~Node() {
-  detail::live_nodes.add(-1);
+  detail::count_live(detail::kLiveNodes, -1);
   // Destroying the last handle of a long graph would recurse once per node (a 200k-op chain
   // overflows the stack). Instead the outermost destructor drains a worklist of children.
   thread_local std::vector<std::shared_ptr<Node>> pending;
@@ -184,11 +184,11 @@ void connect_inputs(Node& node, std::initializer_list<const Tensor*> inputs) {
   }
 }
 
-void set_history(Tensor& output, const std::shared_ptr<Node>& node) {
+void set_history(Tensor& output, std::shared_ptr<Node> node) {
   TensorImpl& impl = output.impl();
   impl.requires_grad = true;
-  impl.grad_fn = node;
-  inspect::node_recorded(node);
+  impl.grad_fn = std::move(node);
+  inspect::node_recorded(impl.grad_fn);
 }
 
 // ----------------------------------------------------------------------------

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "core/graph_use.h"
+#include "core/inline_vector.h"
 #include "core/inspect/cuts.h"
+#include "core/object_pool.h"
 #include "core/tensor.h"
 
 namespace nabla {
@@ -53,14 +55,15 @@ class Node : public std::enable_shared_from_this<Node> {
   void release_saved();  // frees every SavedTensor of this node
   uint64_t sequence_nr() const { return sequence_nr_; }
   // What the node saved (the inspect tools read their sizes).
-  const std::vector<SavedTensor*>& saved_tensors() const { return saved_; }
+  const SmallVector<SavedTensor*, 4>& saved_tensors() const { return saved_; }
   // FLOPs of the node's own backward kernels, 0 if unknown; ops its formula calls record
   // their own (core/inspect/profiler.h).
   virtual int64_t backward_flops() const { return 0; }
 
-  std::vector<Edge> next;
-  std::vector<Shape> input_shapes;
-  std::vector<DType> input_dtypes;
+  // One entry per input; up to three inline (core/inline_vector.h: no heap blocks per node).
+  InlineVector<Edge, 3> next;
+  InlineVector<Shape, 3> input_shapes;
+  SmallVector<DType, 4> input_dtypes;
   std::vector<GradHook> pre_hooks;  // hooks on the output tensor (a non-leaf)
   // The module whose forward created this node (core/inspect/scope.h); null outside modules.
   std::shared_ptr<const inspect::ModuleScope> module_scope;
@@ -68,7 +71,7 @@ class Node : public std::enable_shared_from_this<Node> {
  private:
   friend class SavedTensor;
   friend class NodeUse;
-  std::vector<SavedTensor*> saved_;
+  SmallVector<SavedTensor*, 4> saved_;
   uint64_t sequence_nr_;
   std::atomic<uint64_t> used_by_{0};  // the thread running or inspecting it (graph_use.h), or 0
 };
@@ -155,7 +158,7 @@ bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 template <class N, class... Args>
 std::shared_ptr<N> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args);
 void connect_inputs(Node& node, std::initializer_list<const Tensor*> inputs);
-void set_history(Tensor& output, const std::shared_ptr<Node>& node);
+void set_history(Tensor& output, std::shared_ptr<Node> node);  // by value: one refcount, moved
 // a + b for two gradients of the same shape and dtype (recorded under create_graph).
 Tensor grad_sum(const Tensor& a, const Tensor& b);
 // True if no other handle or view can see t's data: a gradient buffer the engine may add into in
@@ -175,7 +178,7 @@ std::shared_ptr<N> make_node(std::initializer_list<const Tensor*> inputs, Args&&
     return nullptr;
   }
   if (!any_requires_grad(inputs)) return nullptr;
-  auto node = std::make_shared<N>(std::forward<Args>(args)...);
+  auto node = std::allocate_shared<N>(detail::PoolAllocator<N>(), std::forward<Args>(args)...);
   connect_inputs(*node, inputs);
   return node;
 }

@@ -7,6 +7,7 @@
 #include "core/copy.h"
 #include "core/error.h"
 #include "core/generator.h"
+#include "core/object_pool.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
@@ -22,9 +23,11 @@ Tensor new_tensor(const Shape& shape, DType dt, bool zero_fill) {
     throw OutOfMemoryError(
         fmt::format("a {} tensor of shape {} needs {} x {} bytes, more than 2^64", dtype_name(dt),
                     shape_str(shape), n, dtype_size(dt)));
-  auto impl = std::make_shared<TensorImpl>();
+  // Pooled headers (core/object_pool.h): every op's output comes through here.
+  auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>());
   try {
-    impl->storage = std::make_shared<Storage>(nbytes, zero_fill);
+    impl->storage =
+        std::allocate_shared<Storage>(detail::PoolAllocator<Storage>(), nbytes, zero_fill);
   } catch (const OutOfMemoryError& e) {
     throw OutOfMemoryError(
         fmt::format("a {} tensor of shape {}: {}", dtype_name(dt), shape_str(shape), e.what()));

@@ -1,8 +1,10 @@
 // Live-object counters: how many TensorImpl, Storage and autograd Node objects exist right now.
-// Always on: each constructor and destructor does one relaxed atomic add on its own cache line
-// (a few ns next to the allocation it goes with). A leak or a reference cycle shows up as a count
-// that does not come back: after a training step's tensors go out of scope, live_objects().nodes
-// is 0 again (docs/reliability.md, "Leaks and growth").
+// Always on. Each thread counts in counters of its own, which only it writes (a load and a
+// store: a recorded op makes and frees six of these objects, and six locked read-modify-writes
+// on shared counters cost more than the rest of the counting); live_objects() sums every
+// thread's. A leak or a reference cycle shows up as a count that does not come back: after a
+// training step's tensors go out of scope, live_objects().nodes is 0 again (docs/reliability.md,
+// "Leaks and growth").
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -23,19 +25,34 @@ std::string to_string(const LiveObjects& live);  // "tensors 12, storages 9, nod
 
 namespace detail {
 
-struct alignas(64) LiveCounter {
-  std::atomic<int64_t> count{0};
-  void add(int64_t d) { count.fetch_add(d, std::memory_order_relaxed); }
+enum LiveKind : int { kLiveTensorImpls, kLiveStorages, kLiveNodes, kLiveKinds };
+
+// One thread's counts; registered so that live_objects() can read them.
+struct LiveCounts {
+  std::atomic<int64_t> count[kLiveKinds] = {};
 };
-extern LiveCounter live_tensor_impls, live_storages, live_nodes;
+extern constinit thread_local LiveCounts*
+    live_counts_of_thread;                        // null until first use, after exit
+LiveCounts* register_live_counts();               // the thread's counts, or null once it is exiting
+void count_orphan(LiveKind kind, int64_t delta);  // objects made or freed during thread exit
+
+inline void count_live(LiveKind kind, int64_t delta) {
+  LiveCounts* c = live_counts_of_thread;
+  if (c == nullptr) [[unlikely]] {
+    c = register_live_counts();
+    if (c == nullptr) return count_orphan(kind, delta);
+  }
+  std::atomic<int64_t>& n = c->count[kind];
+  n.store(n.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
 
 // A member of TensorImpl: counts every TensorImpl, default-constructed or copied, without giving
 // TensorImpl itself a constructor (it stays an aggregate).
 struct TensorImplCount {
-  TensorImplCount() { live_tensor_impls.add(1); }
-  TensorImplCount(const TensorImplCount&) { live_tensor_impls.add(1); }
+  TensorImplCount() { count_live(kLiveTensorImpls, 1); }
+  TensorImplCount(const TensorImplCount&) { count_live(kLiveTensorImpls, 1); }
   TensorImplCount& operator=(const TensorImplCount&) { return *this; }
-  ~TensorImplCount() { live_tensor_impls.add(-1); }
+  ~TensorImplCount() { count_live(kLiveTensorImpls, -1); }
 };
 
 }  // namespace detail

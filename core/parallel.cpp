@@ -71,11 +71,13 @@ std::string runtime_info() {
       break;
   }
   return fmt::format(
-      "nabla: {} threads (OpenMP), {} active ({}: {}){}; OpenBLAS {} [{}], core {}, {} threads",
+      "nabla: {} threads (OpenMP), {} active ({}: {}){}; OpenBLAS {} [{}], core {}, {} threads; "
+      "{}",
       num_threads(), active_threads(), adaptive_threads() ? "adaptive" : "fixed",
       cpu_load::describe(),
       deterministic() ? fmt::format(", deterministic ({} parts)", kDeterministicParts) : "",
-      openblas_get_config(), parallel, openblas_get_corename(), openblas_get_num_threads());
+      openblas_get_config(), parallel, openblas_get_corename(), openblas_get_num_threads(),
+      machine::describe(machine::profile()));
 }
 
 }  // namespace nabla

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/machine.h"
+
 namespace nabla {
 
 int num_threads();            // parts a parallel loop is split into
@@ -24,7 +26,7 @@ int active_threads();         // threads that run those parts now, 1..num_thread
 // NABLA_ADAPTIVE_THREADS=0 in the environment turns it off at start.
 void set_adaptive_threads(bool on);
 bool adaptive_threads();
-std::string runtime_info();  // OpenBLAS config, core type, thread counts and the load reading
+std::string runtime_info();  // OpenBLAS config, core type, thread counts, load, machine profile
 
 inline constexpr int kDeterministicParts = 8;
 // On: results independent of the thread count (above). NABLA_DETERMINISTIC=1 turns it on at start.
@@ -52,10 +54,11 @@ struct PartScope {
 inline bool in_parallel_part() { return detail::running_part || omp_in_parallel(); }
 
 // Loops cheaper than this (elements x cost) run on one thread: below it, waking the pool costs
-// more than the work. Measured by bench/parallel_grain.cpp on the 2-core VM: a float exp loop
-// (cost 8) breaks even at 8-16K elements and is 1.3x faster at 16K; a memory-bound add (cost 1)
-// barely gains on 2 threads at any size (0.83x below 64K elements, 1.0x above).
-inline constexpr int64_t kParallelGrain = 131072;
+// more than the work. The value depends on the machine (core/machine.h); measured by
+// bench/parallel_grain.cpp on a 2-core VM: a float exp loop (cost 8) breaks even at 8-16K
+// elements and is 1.3x faster at 16K; a memory-bound add (cost 1) barely gains on 2 threads at
+// any size (0.83x below 64K elements, 1.0x above).
+inline int64_t parallel_grain() { return machine::profile().parallel_grain; }
 
 // Runs part(p) for p in [0, parts), spread over the active threads (in order on one thread when
 // only one is active). part must not throw.
@@ -83,7 +86,7 @@ void run_parts(int64_t parts, F&& part) {
 template <class F>
 void parallel_for(int64_t n, int64_t cost_per_item, F&& f) {
   if (n <= 0) return;
-  if (n == 1 || n * cost_per_item < kParallelGrain || in_parallel_part()) {
+  if (n == 1 || n * cost_per_item < parallel_grain() || in_parallel_part()) {
     f(int64_t{0}, n);
     return;
   }

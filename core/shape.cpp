@@ -40,6 +40,7 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  if (a == b) return a;  // the common case, without the loop
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
   for (size_t i = 0; i < n; ++i) {

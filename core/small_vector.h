@@ -41,10 +41,10 @@ class SmallVector {
     assign(first, last);
   }
   SmallVector(const std::vector<T>& v) { assign(v.begin(), v.end()); }  // NOLINT: implicit
-  SmallVector(const SmallVector& o) { assign(o.begin(), o.end()); }
+  SmallVector(const SmallVector& o) { copy_from(o); }
   SmallVector(SmallVector&& o) noexcept { take(std::move(o)); }
   SmallVector& operator=(const SmallVector& o) {
-    if (this != &o) assign(o.begin(), o.end());
+    if (this != &o) copy_from(o);
     return *this;
   }
   SmallVector& operator=(SmallVector&& o) noexcept {
@@ -109,7 +109,14 @@ class SmallVector {
   template <std::input_iterator It>
   void assign(It first, It last) {
     clear();
-    for (; first != last; ++first) push_back(*first);
+    if constexpr (std::forward_iterator<It>) {  // one copy, not a push_back per element
+      const auto n = static_cast<size_t>(std::distance(first, last));
+      reserve(n);  // a range inside this vector fits: nothing reallocates under it
+      std::copy(first, last, data());
+      size_ = n;
+    } else {
+      for (; first != last; ++first) push_back(*first);
+    }
   }
   void push_back(const T& v) {
     if (size_ == capacity()) reserve(std::max<size_t>(2 * capacity(), 1));
@@ -161,7 +168,10 @@ class SmallVector {
   }
 
   friend bool operator==(const SmallVector& a, const SmallVector& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    if (a.size_ != b.size_) return false;
+    for (size_t i = 0; i < a.size_; ++i)  // a few dims: a loop beats a call to memcmp
+      if (!(a[i] == b[i])) return false;
+    return true;
   }
   friend bool operator==(const SmallVector& a, const std::vector<T>& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
@@ -171,6 +181,19 @@ class SmallVector {
   }
 
  private:
+  // Up to N elements: all N slots are copied, a fixed-size copy the compiler inlines (a shape is
+  // copied several times per op; a call to memcpy for 1-2 dims cost more than the copy). Both
+  // sides have room for N: inline storage, or a heap block grown past N.
+  void copy_from(const SmallVector& o) {
+    if (o.size_ <= N) {
+      std::memcpy(static_cast<void*>(data()), o.data(), N * sizeof(T));
+    } else {
+      size_ = 0;
+      reserve(o.size_);
+      std::memcpy(static_cast<void*>(data()), o.data(), o.size_ * sizeof(T));
+    }
+    size_ = o.size_;
+  }
   void take(SmallVector&& o) {
     if (o.heap_) {
       heap_ = std::move(o.heap_);

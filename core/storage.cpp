@@ -9,13 +9,13 @@ namespace nabla {
 
 Storage::Storage(size_t nbytes, bool zero_fill) : nbytes_(nbytes) {
   data_ = allocator::allocate(nbytes);  // throws before the count goes up
-  detail::live_storages.add(1);
+  detail::count_live(detail::kLiveStorages, 1);
   if (zero_fill) std::memset(data_, 0, allocator::size_class(nbytes));
 }
 
 Storage::~Storage() {
   allocator::deallocate(data_, nbytes_);
-  detail::live_storages.add(-1);
+  detail::count_live(detail::kLiveStorages, -1);
 }
 
 }  // namespace nabla

@@ -41,12 +41,40 @@ StridedLayout<N> merge_dims(const Shape& shape, const std::array<Shape, N>& stri
   return out;
 }
 
+// True if every operand is row-major over `shape` (dims of size 1 aside): merge_dims would then
+// make the whole shape one run of unit stride.
+template <size_t N>
+bool all_row_major(const Shape& shape, const std::array<Shape, N>& strides) {
+  for (size_t k = 0; k < N; ++k) {
+    int64_t expected = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (shape[d] == 1) continue;
+      if (strides[k][d] != expected) return false;
+      expected *= shape[d];
+    }
+  }
+  return true;
+}
+
 // Calls f(offsets, n, inner_strides) for each run of the innermost merged dim, where offsets are
 // the operands' element offsets at the start of the run. Parallel over runs for large shapes.
 template <size_t N, class F>
 void strided_for_each(const Shape& shape, const std::array<Shape, N>& strides, int64_t cost,
                       F&& f) {
-  if (shape_numel(shape) == 0) return;
+  const int64_t numel = shape_numel(shape);
+  if (numel == 0) return;
+  if (numel > 1 && all_row_major<N>(shape, strides)) {
+    // The layout merge_dims would build, without building it (a tiny op's largest cost after
+    // allocation): one run of numel elements, split across threads as below.
+    std::array<int64_t, N> unit;
+    unit.fill(1);
+    parallel_for(numel, cost, [&](int64_t b, int64_t e) {
+      std::array<int64_t, N> off;
+      off.fill(b);
+      f(off, e - b, unit);
+    });
+    return;
+  }
   StridedLayout<N> lay = merge_dims<N>(shape, strides);
   const int64_t nd = static_cast<int64_t>(lay.shape.size());
   const int64_t inner = lay.shape[nd - 1];

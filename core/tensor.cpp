@@ -11,9 +11,11 @@
 
 namespace nabla {
 
-TensorImpl& Tensor::impl() const {
-  if (!impl_) throw ValueError("use of an undefined Tensor");
-  return *impl_;
+void Tensor::throw_undefined() { throw ValueError("use of an undefined Tensor"); }
+
+void Tensor::throw_dtype_mismatch(DType requested) const {
+  throw DTypeError(fmt::format("data_ptr: tensor has dtype {}, requested {}", dtype_name(dtype()),
+                               dtype_name(requested)));
 }
 
 int64_t Tensor::size(int64_t d) const {
@@ -33,18 +35,6 @@ bool Tensor::is_contiguous() const {
   }
   return true;
 }
-
-template <class T>
-T* Tensor::data_ptr() const {
-  if (dtype() != dtype_of<T>())
-    throw DTypeError(fmt::format("data_ptr: tensor has dtype {}, requested {}", dtype_name(dtype()),
-                                 dtype_name(dtype_of<T>())));
-  return static_cast<T*>(storage()->data()) + offset();
-}
-template float* Tensor::data_ptr<float>() const;
-template double* Tensor::data_ptr<double>() const;
-template int64_t* Tensor::data_ptr<int64_t>() const;
-template bool* Tensor::data_ptr<bool>() const;
 
 template <class T>
 T Tensor::item() const {

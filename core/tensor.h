@@ -57,14 +57,23 @@ class Tensor {
   int64_t numel() const { return shape_numel(impl().shape); }
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
-  TensorImpl& impl() const;
+  // Inline: every metadata read goes through it (a recorded add makes ~25 of them).
+  TensorImpl& impl() const {
+    if (!impl_) [[unlikely]]
+      throw_undefined();
+    return *impl_;
+  }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
   bool is_view() const { return impl().is_view; }  // shares storage with a tensor with history
 
   // Typed pointer to element [0, ..., 0]; throws DTypeError if T does not match.
   template <class T>
-  T* data_ptr() const;
+  T* data_ptr() const {
+    if (dtype() != dtype_of<T>()) [[unlikely]]
+      throw_dtype_mismatch(dtype_of<T>());
+    return static_cast<T*>(storage()->data()) + offset();
+  }
 
   // --- element access and conversion ---------------------------------------
   template <class T>
@@ -114,6 +123,8 @@ class Tensor {
   void retain_grad() const;  // keep .grad on a non-leaf
 
  private:
+  [[noreturn]] static void throw_undefined();
+  [[noreturn]] void throw_dtype_mismatch(DType requested) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -5,7 +5,8 @@
 //   attn      = masked_softmax(qh / sqrt(d) @ kh^T, merged mask)        (B, H, L, S)
 //   output    = out_proj(concat_heads(dropout(attn) @ vh))
 // With need_weights = false the middle two lines are one fused scaled_dot_product_attention call
-// (ops/attention.h), which never materialises attn, unless L * S is small (MhaOptions::path);
+// (ops/attention.h), which never materialises attn, unless L * S is small (MhaOptions::path,
+// core/machine.h);
 // the dropout masks are the same either way.
 #include "nn/multihead_attention.h"
 
@@ -15,6 +16,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/machine.h"
 #include "nn/init.h"
 #include "ops/arithmetic.h"
 #include "ops/attention.h"
@@ -189,7 +191,8 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   // Without need_weights the fused kernel runs, and the (B, H, L, S) weights never exist. In
   // inference on short sequences, materialising them is faster (encoder_infer 6.9 -> 6.6 ms);
   // in training it saved no time and kept the weights (vit_small 159 -> 260 MB), so it does not.
-  const bool small_inference = !GradMode::enabled() && L * S <= kMaterializeMaxScores;
+  const bool small_inference =
+      !GradMode::enabled() && L * S <= machine::profile().attention_materialize_max_scores;
   const bool fused = !o.need_weights && (o.path == AttentionPath::Fused ||
                                          (o.path == AttentionPath::Auto && !small_inference));
   const MergedMask mask = merge_masks(o, {B, H, L, S}, dt, batched, /*include_causal=*/!fused);

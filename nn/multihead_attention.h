@@ -24,10 +24,9 @@ namespace nabla::nn {
 // are all masked gets all-zero weights (PyTorch gives NaN there) and zero gradients.
 // How the weights are computed when need_weights is false. Auto: the fused flash-style kernel
 // (memory linear in the length), except without grad mode when the weights are small
-// (L * S <= kMaterializeMaxScores): there materialising them is faster and nothing is kept.
-// The results are the same either way.
+// (L * S at most the machine profile's attention_materialize_max_scores, core/machine.h): there
+// materialising them is faster and nothing is kept. The results are the same either way.
 enum class AttentionPath { Auto, Fused, Materialized };
-inline constexpr int64_t kMaterializeMaxScores = 64 * 64;
 
 struct MhaOptions {
   Tensor key_padding_mask{};  // (B, S) (or (S) unbatched): bool, or float additive

@@ -11,7 +11,9 @@
 // and the barriers are a large part of the work. As with OpenBLAS's own threading, the last bits
 // of a result may depend on the thread count (the pieces can take other kernels). In
 // deterministic mode (core/parallel.h) the split is into kDeterministicParts blocks whatever the
-// thread count, and OpenBLAS never threads a call, so the result does not depend on it.
+// thread count, and OpenBLAS never threads a call, so the result does not depend on it. The
+// smallest product worth splitting and the alignment of the split points depend on the machine
+// (core/machine.h).
 #include "ops/gemm.h"
 
 #include <cblas.h>
@@ -22,6 +24,7 @@
 
 #include "core/error.h"
 #include "core/inspect/instrument.h"
+#include "core/machine.h"
 #include "core/parallel.h"
 
 namespace nabla::blas {
@@ -31,9 +34,6 @@ blasint to_blas(int64_t v) {
   if (v > INT_MAX) throw ValueError("gemm: dimension exceeds the BLAS integer range");
   return static_cast<blasint>(v);
 }
-
-constexpr int64_t kBlockAlign = 16;         // split points fall on multiples of the kernels' tile
-constexpr int64_t kMinSplitFlop = 1 << 21;  // below ~2 MFLOP one call beats waking the pool
 
 template <class T>
 void call_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
@@ -48,11 +48,12 @@ void call_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
   }
 }
 
-// [begin, end) of part t of `total` in `parts` nearly equal, aligned blocks.
-std::pair<int64_t, int64_t> block(int64_t total, int64_t parts, int64_t t) {
+// [begin, end) of part t of `total` in `parts` nearly equal blocks, aligned to `align` (split
+// points fall on multiples of the BLAS kernels' tile).
+std::pair<int64_t, int64_t> block(int64_t total, int64_t parts, int64_t t, int64_t align) {
   auto bound = [&](int64_t i) {
     if (i >= parts) return total;
-    return std::min(total, total * i / parts / kBlockAlign * kBlockAlign);
+    return std::min(total, total * i / parts / align * align);
   };
   return {bound(t), bound(t + 1)};
 }
@@ -74,16 +75,19 @@ void match_blas_threads() {
 template <class F>
 void for_each_block(int64_t m, int64_t n, int64_t k, F&& piece) {
   match_blas_threads();
-  const int64_t parts = split_parts();
-  const bool split = parts > 1 && !in_parallel_part() && 2 * m * n * k >= kMinSplitFlop &&
-                     std::max(m, n) >= 2 * kBlockAlign * parts;
+  // Below the profile's size one call beats waking the pool (core/machine.cpp says why).
+  const machine::Profile& prof = machine::profile();
+  const int64_t parts = split_parts(), align = prof.gemm_block_align;
+  const bool split = parts > 1 && !in_parallel_part() &&
+                     2 * m * n * k >= prof.gemm_min_split_flop &&
+                     std::max(m, n) >= 2 * align * parts;
   if (!split) {  // inside a region OpenBLAS runs single-threaded
     piece(true, int64_t{0}, m);
     return;
   }
   const bool rows = m >= n;  // split the larger of M and N
   run_parts(parts, [&](int64_t part) {
-    const auto [p0, p1] = block(rows ? m : n, parts, part);
+    const auto [p0, p1] = block(rows ? m : n, parts, part, align);
     if (p0 < p1) piece(rows, p0, p1);
   });
 }

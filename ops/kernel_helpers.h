@@ -58,8 +58,12 @@ void run_binary(const Tensor& y, const Tensor& a, const Tensor& b, F& f) {
   T* yp = y.data_ptr<T>();
   const T* ap = a.data_ptr<T>();
   const T* bp = b.data_ptr<T>();
-  std::array<Shape, 3> st = {y.strides(), broadcast_strides(a.shape(), a.strides(), y.shape()),
-                             broadcast_strides(b.shape(), b.strides(), y.shape())};
+  // An operand of the output's shape needs no broadcast strides (size-1 dims are skipped).
+  auto strides_of = [&](const Tensor& t) {
+    return t.shape() == y.shape() ? t.strides()
+                                  : broadcast_strides(t.shape(), t.strides(), y.shape());
+  };
+  std::array<Shape, 3> st = {y.strides(), strides_of(a), strides_of(b)};
   strided_for_each<3>(
       y.shape(), st, 2,
       [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {

@@ -217,7 +217,7 @@ void NodeWatch::open(Node& node, const Tensor& grad) {
   }
   if (tools & (detail::kProfiler | detail::kLedger)) {
     s.slot = open_event(node.name(), EventKind::Backward, [&](OpenEvent& e) {
-      e.shapes = node.input_shapes;
+      e.shapes = node.input_shapes.to_vector();
       if (!node.input_dtypes.empty()) e.dtype = node.input_dtypes[0];
     });
     open_events.back().flops = node.backward_flops();

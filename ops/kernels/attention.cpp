@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/generator.h"
+#include "core/machine.h"
 #include "core/parallel.h"
 #include "ops/gemm.h"
 #include "ops/math_constants.h"
@@ -30,8 +31,11 @@ std::vector<int64_t> slice_offsets(const Tensor& t, int64_t N) {
 
 namespace {
 
+// Tiles of kQueryTile queries x key_tile keys; key_tile comes from the machine profile (sized so
+// that a backward step's tiles stay in L2, core/machine.cpp) and is the row stride of every
+// score-sized buffer below.
 constexpr int64_t kQueryTile = 64;
-constexpr int64_t kKeyTile = 256;
+int64_t key_tile() { return machine::profile().attention_key_tile; }
 
 // The N matrices (..., rows, cols) of an operand: element offsets of each leading-dim slice and
 // the row stride (columns have unit stride).
@@ -107,17 +111,17 @@ Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           mask_view(mask, full, pr.N)};
 }
 
-// Scores of rows [i0, i0 + rows) and keys [j0, j0 + cols) of head n into s (row stride kKeyTile):
+// Scores of rows [i0, i0 + rows) and keys [j0, j0 + cols) of head n into s (row stride ld):
 // scale q k^T, plus the mask, with hidden keys at -inf.
 template <class T>
 void score_tile(const Operands<T>& op, const SdpaProblem& pr, int64_t n, int64_t i0, int64_t rows,
-                int64_t j0, int64_t cols, T* s) {
+                int64_t j0, int64_t cols, T* s, int64_t ld) {
   const auto nn = static_cast<size_t>(n);
   tile_gemm<T>(false, true, rows, cols, pr.E, static_cast<T>(pr.scale), op.q.at(n) + i0 * op.q.ld,
-               op.q.ld, op.k.at(n) + j0 * op.k.ld, op.k.ld, T(0), s, kKeyTile);
+               op.q.ld, op.k.at(n) + j0 * op.k.ld, op.k.ld, T(0), s, ld);
   const MaskView& m = op.mask;
   for (int64_t r = 0; r < rows; ++r) {
-    T* sr = s + r * kKeyTile;
+    T* sr = s + r * ld;
     const int64_t i = i0 + r;
     if (m.kind != MaskView::Kind::None) {
       const int64_t base = m.offsets[nn] + i * m.stride_l + j0 * m.stride_s;
@@ -135,13 +139,13 @@ void score_tile(const Operands<T>& op, const SdpaProblem& pr, int64_t n, int64_t
   }
 }
 
-// z[r * kKeyTile + c] = 1 / (1 - p) if weight (n, i0 + r, j0 + c) is kept, else 0. Element e of
-// the (N, L, S) weights uses word e % 4 of Philox block first + e / 4: the counters dropout()
-// uses. A tile spanning every key is one run of counters, drawn in one call (Generator::blocks
-// vectorises over long runs); `words` holds kQueryTile * kKeyTile + 8 words.
+// z[r * ld + c] = 1 / (1 - p) if weight (n, i0 + r, j0 + c) is kept, else 0. Element e of the
+// (N, L, S) weights uses word e % 4 of Philox block first + e / 4: the counters dropout() uses.
+// A tile spanning every key is one run of counters, drawn in one call (Generator::blocks
+// vectorises over long runs); `words` holds kQueryTile * ld + 8 words.
 template <class T>
 void dropout_tile(const SdpaProblem& pr, int64_t n, int64_t i0, int64_t rows, int64_t j0,
-                  int64_t cols, T* z, uint32_t* words) {
+                  int64_t cols, T* z, int64_t ld, uint32_t* words) {
   const Generator gen(pr.seed);
   const auto threshold = static_cast<uint64_t>(std::ceil(pr.p * 0x1.0p32));
   const T keep_scale = pr.p < 1 ? static_cast<T>(1.0 / (1.0 - pr.p)) : T(0);
@@ -153,7 +157,7 @@ void dropout_tile(const SdpaProblem& pr, int64_t n, int64_t i0, int64_t rows, in
     gen.blocks(pr.first + e0 / 4, (skip + run + 3) / 4, words);
     for (int64_t r = 0; r < run_rows; ++r) {
       const uint32_t* w = words + skip + r * cols;
-      T* zr = z + (r0 + r) * kKeyTile;
+      T* zr = z + (r0 + r) * ld;
       for (int64_t c = 0; c < cols; ++c)
         zr[c] = static_cast<uint64_t>(w[c]) >= threshold ? keep_scale : T(0);
     }
@@ -164,9 +168,10 @@ template <class T>
 void forward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrices<T*>& out, T* lse) {
   const int64_t tiles = (pr.L + kQueryTile - 1) / kQueryTile;
   const int64_t cost = kQueryTile * pr.S * (pr.E + pr.Ev + 8);
+  const int64_t kt = key_tile(), tile = kQueryTile * kt;
   parallel_for(pr.N * tiles, cost, [&](int64_t b, int64_t e) {
-    std::vector<T> s(kQueryTile * kKeyTile), z(pr.p > 0 ? kQueryTile * kKeyTile : 0);
-    std::vector<uint32_t> words(pr.p > 0 ? kQueryTile * kKeyTile + 8 : 0);
+    std::vector<T> s(tile), z(pr.p > 0 ? tile : 0);
+    std::vector<uint32_t> words(pr.p > 0 ? tile + 8 : 0);
     std::vector<T> row_max(kQueryTile);
     std::vector<double> row_sum(kQueryTile);
     for (int64_t t = b; t < e; ++t) {
@@ -179,12 +184,12 @@ void forward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrices
       std::fill(row_sum.begin(), row_sum.end(), 0.0);
       // Causal: the last row of the tile sees keys up to i0 + rows - 1.
       const int64_t key_end = pr.causal ? std::min(pr.S, i0 + rows) : pr.S;
-      for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
-        const int64_t cols = std::min(kKeyTile, key_end - j0);
-        score_tile(op, pr, n, i0, rows, j0, cols, s.data());
-        if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), words.data());
+      for (int64_t j0 = 0; j0 < key_end; j0 += kt) {
+        const int64_t cols = std::min(kt, key_end - j0);
+        score_tile(op, pr, n, i0, rows, j0, cols, s.data(), kt);
+        if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), kt, words.data());
         for (int64_t r = 0; r < rows; ++r) {
-          T* __restrict sr = s.data() + r * kKeyTile;
+          T* __restrict sr = s.data() + r * kt;
           T mx = kNegInf<T>;
 #pragma omp simd reduction(max : mx)
           for (int64_t c = 0; c < cols; ++c) mx = sr[c] > mx ? sr[c] : mx;
@@ -203,12 +208,12 @@ void forward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrices
             for (int64_t c = 0; c < pr.Ev; ++c) acc[r * ld + c] *= alpha;
           row_max[r] = m_new;
           if (pr.p > 0) {
-            const T* zr = z.data() + r * kKeyTile;
+            const T* zr = z.data() + r * kt;
             for (int64_t c = 0; c < cols; ++c) sr[c] *= zr[c];
           }
         }
-        tile_gemm<T>(false, false, rows, pr.Ev, cols, T(1), s.data(), kKeyTile,
-                     op.v.at(n) + j0 * op.v.ld, op.v.ld, T(1), acc, ld);
+        tile_gemm<T>(false, false, rows, pr.Ev, cols, T(1), s.data(), kt, op.v.at(n) + j0 * op.v.ld,
+                     op.v.ld, T(1), acc, ld);
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* o = acc + r * ld;
@@ -232,11 +237,11 @@ void backward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrice
                      const T* lse, const Matrices<const T*>& dout, const Matrices<T*>& dq,
                      const Matrices<T*>& dk, const Matrices<T*>& dv) {
   const int64_t cost = pr.L * pr.S * (2 * pr.E + 2 * pr.Ev + 16);
+  const int64_t kt = key_tile(), tile = kQueryTile * kt;
   parallel_for(pr.N, cost, [&](int64_t b, int64_t e) {
-    constexpr int64_t kTile = kQueryTile * kKeyTile;
-    std::vector<T> p(kTile), dp(kTile), z(pr.p > 0 ? kTile : 0), pz(pr.p > 0 ? kTile : 0);
+    std::vector<T> p(tile), dp(tile), z(pr.p > 0 ? tile : 0), pz(pr.p > 0 ? tile : 0);
     std::vector<T> delta(static_cast<size_t>(pr.L));
-    std::vector<uint32_t> words(pr.p > 0 ? kTile + 8 : 0);
+    std::vector<uint32_t> words(pr.p > 0 ? tile + 8 : 0);
     for (int64_t n = b; n < e; ++n) {
       const T* q = op.q.at(n);
       const T* k = op.k.at(n);
@@ -261,16 +266,16 @@ void backward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrice
         delta[static_cast<size_t>(i)] = static_cast<T>(acc);
       }
       const T scale = static_cast<T>(pr.scale);
-      for (int64_t j0 = 0; j0 < pr.S; j0 += kKeyTile) {
-        const int64_t cols = std::min(kKeyTile, pr.S - j0);
+      for (int64_t j0 = 0; j0 < pr.S; j0 += kt) {
+        const int64_t cols = std::min(kt, pr.S - j0);
         // Causal: queries before j0 see none of these keys.
         for (int64_t i0 = pr.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < pr.L;
              i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, pr.L - i0);
-          score_tile(op, pr, n, i0, rows, j0, cols, p.data());
-          if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), words.data());
+          score_tile(op, pr, n, i0, rows, j0, cols, p.data(), kt);
+          if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), kt, words.data());
           for (int64_t r = 0; r < rows; ++r) {
-            T* __restrict pr_row = p.data() + r * kKeyTile;
+            T* __restrict pr_row = p.data() + r * kt;
             const T m = lse_n[i0 + r];
             if (m == kNegInf<T>) {
               std::fill(pr_row, pr_row + cols, T(0));
@@ -278,29 +283,29 @@ void backward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrice
               for (int64_t c = 0; c < cols; ++c) pr_row[c] = vec_math::exp_t<T>(pr_row[c] - m);
             }
             if (pr.p > 0) {
-              const T* zr = z.data() + r * kKeyTile;
-              for (int64_t c = 0; c < cols; ++c) pz[r * kKeyTile + c] = pr_row[c] * zr[c];
+              const T* zr = z.data() + r * kt;
+              for (int64_t c = 0; c < cols; ++c) pz[r * kt + c] = pr_row[c] * zr[c];
             }
           }
           const T* weights = pr.p > 0 ? pz.data() : p.data();  // what multiplied V
-          tile_gemm<T>(true, false, cols, pr.Ev, rows, T(1), weights, kKeyTile, g + i0 * dout.ld,
-                       dout.ld, T(1), dv_n + j0 * dv.ld, dv.ld);
+          tile_gemm<T>(true, false, cols, pr.Ev, rows, T(1), weights, kt, g + i0 * dout.ld, dout.ld,
+                       T(1), dv_n + j0 * dv.ld, dv.ld);
           tile_gemm<T>(false, true, rows, cols, pr.Ev, T(1), g + i0 * dout.ld, dout.ld,
-                       v + j0 * op.v.ld, op.v.ld, T(0), dp.data(), kKeyTile);
+                       v + j0 * op.v.ld, op.v.ld, T(0), dp.data(), kt);
           for (int64_t r = 0; r < rows; ++r) {
-            const T* __restrict pr_row = p.data() + r * kKeyTile;
-            T* __restrict ds = dp.data() + r * kKeyTile;
+            const T* __restrict pr_row = p.data() + r * kt;
+            T* __restrict ds = dp.data() + r * kt;
             const T d = delta[static_cast<size_t>(i0 + r)];
             if (pr.p > 0) {
-              const T* zr = z.data() + r * kKeyTile;
+              const T* zr = z.data() + r * kt;
               for (int64_t c = 0; c < cols; ++c) ds[c] = pr_row[c] * (ds[c] * zr[c] - d);
             } else {
               for (int64_t c = 0; c < cols; ++c) ds[c] = pr_row[c] * (ds[c] - d);
             }
           }
-          tile_gemm<T>(false, false, rows, pr.E, cols, scale, dp.data(), kKeyTile, k + j0 * op.k.ld,
+          tile_gemm<T>(false, false, rows, pr.E, cols, scale, dp.data(), kt, k + j0 * op.k.ld,
                        op.k.ld, T(1), dq_n + i0 * dq.ld, dq.ld);
-          tile_gemm<T>(true, false, cols, pr.E, rows, scale, dp.data(), kKeyTile, q + i0 * op.q.ld,
+          tile_gemm<T>(true, false, cols, pr.E, rows, scale, dp.data(), kt, q + i0 * op.q.ld,
                        op.q.ld, T(1), dk_n + j0 * dk.ld, dk.ld);
         }
       }

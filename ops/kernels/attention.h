@@ -4,7 +4,8 @@
 //   running sum: acc = acc * exp(m_old - m) + (exp(s - m) * Z) V;  O = acc / l;  lse = m + log l.
 // Backward, per head: D = rowsum(dO * O), then per (key tile, query tile): P = exp(s - lse),
 //   dV += (P Z)^T dO, dP = (dO V^T) Z, dS = P (dP - D), dQ += scale dS K, dK += scale dS^T Q.
-// Only score tiles of 64 queries x 256 keys live at a time, so memory is linear in L and S; the
+// Only score tiles of 64 queries x 256 keys (fewer keys where the L2 is small: the machine
+// profile, core/machine.h) live at a time, so memory is linear in L and S; the
 // products are single-threaded BLAS calls, and the dropout words of a tile come from one
 // Generator::blocks call (vectorised Philox). Every operand is read and written in place through
 // its strides. Measured against the composite that materialises the weights, forward + backward

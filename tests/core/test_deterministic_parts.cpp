@@ -24,7 +24,7 @@ Chunks chunks_of(int64_t n, int threads, bool det) {
   set_adaptive_threads(false);
   Chunks chunks;
   std::mutex m;
-  parallel_for(n, kParallelGrain, [&](int64_t b, int64_t e) {
+  parallel_for(n, parallel_grain(), [&](int64_t b, int64_t e) {
     std::lock_guard<std::mutex> lock(m);
     chunks.insert({b, e});
   });
@@ -68,7 +68,7 @@ TEST_CASE("parallel_for: a loop nested in a part runs whole, in parallel or in s
     run_parts(2, [&](int64_t) {
       const bool inside = in_parallel_part();
       int64_t chunks = 0;
-      parallel_for(1000, kParallelGrain, [&](int64_t, int64_t) { ++chunks; });
+      parallel_for(1000, parallel_grain(), [&](int64_t, int64_t) { ++chunks; });
       std::lock_guard<std::mutex> lock(m);
       inner_chunks.push_back(chunks);
       parts_inside += inside ? 1 : 0;

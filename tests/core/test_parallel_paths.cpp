@@ -1,5 +1,5 @@
 // The parallel paths of the kernels, exercised on purpose: most test tensors are below
-// kParallelGrain and run on one thread. Each op here runs on sizes above the grain with one
+// parallel_grain() and run on one thread. Each op here runs on sizes above the grain with one
 // thread and with two, and the results must be bitwise equal (every kernel splits work so that
 // no sum depends on the thread count). GEMMs are the exception: OpenBLAS blocks differently per
 // thread count, so linear is only checked to rounding.
@@ -9,7 +9,7 @@ using namespace nabla;
 
 TEST_CASE("kernels give bitwise the same result on one thread and on two", "[core]") {
   Generator g(3);
-  const int64_t rows = 2 * kParallelGrain / 256 + 7;  // above the grain for every op below
+  const int64_t rows = 2 * parallel_grain() / 256 + 7;  // above the grain for every op below
   Tensor x = randn({rows, 256}, g), b = randn({256}, g);
   Tensor w = randn({64, 256}, g), q = randn({32, 70, 16}, g), k = randn({32, 90, 16}, g);
   Tensor v = randn({32, 90, 8}, g), t = randint(0, 256, {rows}, g);

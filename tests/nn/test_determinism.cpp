@@ -38,7 +38,7 @@ struct RunResult {
   std::vector<std::vector<float>> grads, params;
 };
 
-// Big enough that the GEMMs split and the loops run in parallel parts (above kParallelGrain):
+// Big enough that the GEMMs split and the loops run in parallel parts (above parallel_grain()):
 // 16 x 32 tokens make 512-row products. Width 40 and feed-forward 80 because with OpenBLAS
 // 0.3.21's SkylakeX kernels the input gradient of linear1 (512 x 40 x 80) then rounds
 // differently whole and cut in two: without the mode, 1 and 2 threads differ here.

@@ -266,11 +266,19 @@ TEST_CASE("MultiheadAttention: short sequences materialise in inference only", "
     return extra >= static_cast<size_t>(B * H * T * T) * sizeof(float);
   };
   using nn::AttentionPath;
-  CHECK(weights_allocated(64, AttentionPath::Auto, false));   // 64 * 64 = kMaterializeMaxScores
+  // Every row of the machine table materialises up to 64 x 64 scores (core/machine.cpp).
+  REQUIRE(machine::profile().attention_materialize_max_scores == 64 * 64);
+  CHECK(weights_allocated(64, AttentionPath::Auto, false));
   CHECK(!weights_allocated(65, AttentionPath::Auto, false));  // just above: fused
   CHECK(!weights_allocated(64, AttentionPath::Auto, true));   // training: fused
   CHECK(!weights_allocated(64, AttentionPath::Fused, false));
   CHECK(weights_allocated(300, AttentionPath::Materialized, true));
+  // The profile decides: a machine whose row stops at 32 x 32 fuses T = 33 already.
+  machine::Profile small = machine::profile();
+  small.attention_materialize_max_scores = 32 * 32;
+  machine::ProfileGuard guard(small);
+  CHECK(weights_allocated(32, AttentionPath::Auto, false));
+  CHECK(!weights_allocated(33, AttentionPath::Auto, false));
 }
 
 TEST_CASE("MultiheadAttention: attention weights", "[nn]") {

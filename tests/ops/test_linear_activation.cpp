@@ -60,8 +60,8 @@ TEST_CASE("linear_activation equals its composite twin", "[ops]") {
   for (DType dt : {kFloat32, kFloat64})
     for (LinearActivation act : kAll) {
       INFO(dtype_name(dt) << " activation " << static_cast<int>(act));
-      // 2 * kParallelGrain / 300 rows of 300 outputs: the parallel paths run.
-      Tensor x = randn({2 * kParallelGrain / 300, 40}, g, dt).requires_grad_();
+      // 2 * parallel_grain() / 300 rows of 300 outputs: the parallel paths run.
+      Tensor x = randn({2 * parallel_grain() / 300, 40}, g, dt).requires_grad_();
       Tensor w = randn({300, 40}, g, dt).requires_grad_(), b = randn({300}, g, dt).requires_grad_();
       Tensor yf = linear_activation(x, w, b, act), yc = linear_activation_composite(x, w, b, act);
       const double tol = dt == kFloat64 ? 1e-12 : 1e-5;

@@ -143,7 +143,7 @@ TEST_CASE("threads: kernels forward and backward at 1 and 2 threads", "[threads]
   ThreadSettings restore;
   set_adaptive_threads(false);  // two parts run on two threads even on a busy machine
   Generator g(7);
-  const int64_t rows = 2 * kParallelGrain / 128 + 5;  // above the grain
+  const int64_t rows = 2 * parallel_grain() / 128 + 5;  // above the grain
   const Tensor x0 = randn({rows, 128}, g), b0 = randn({128}, g), w0 = randn({128, 128}, g);
   const Tensor target = randint(0, 128, {rows}, g);
   const Tensor q = randn({16, 40, 16}, g), k = randn({16, 50, 16}, g), v = randn({16, 50, 8}, g);
@@ -181,7 +181,7 @@ TEST_CASE("threads: kernels on several user threads at once", "[threads]") {
   set_adaptive_threads(false);
   set_num_threads(2);
   Generator g(5);
-  const Tensor x = randn({kParallelGrain / 64 + 3, 256}, g);
+  const Tensor x = randn({parallel_grain() / 64 + 3, 256}, g);
   const Tensor expected = softmax(x, -1), expected_sum = sum(x, {0});
   std::atomic<int> wrong{0};
   on_threads(3, [&](int) {

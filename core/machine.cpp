@@ -1,0 +1,251 @@
+#include "core/machine.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <mutex>
+
+namespace nabla::machine {
+namespace {
+
+// ----------------------------------------------------------------------------
+// The table. Each value is the break-even of a fixed cost (waking the second thread, one BLAS
+// call per tile) against work whose speed depends on the vector width, so rows differ where the
+// work runs at another speed.
+//
+// avx512: the values in force before the table, kept for the machines they were measured on
+//   (docs/perf.md): the GEMM split on the 2-core Intel Xeon (two 512-bit FMA pipes, 492 GFLOP/s),
+//   the parallel grain and the attention path on the 2-core AMD EPYC Zen 4 and the Xeon.
+// avx2: not measured yet (the lead times it); from public sources:
+//   - parallel_grain stays 131072: bench_parallel_grain measured it on a Zen 4 EPYC, whose
+//     AVX-512 instructions run as two halves on 256-bit units (AMD's Zen 4 optimisation guide),
+//     so a loop there ran at the per-element speed of 8-lane AVX2 on the same units.
+//   - gemm_min_split_flop halves to 1 MFLOP: the 2 MFLOP break-even was measured on the Xeon; an
+//     AVX2 machine's FMA peak is ~2.4x lower (202 vs 492 GFLOP/s on 2 cores, issue 16), so a
+//     product of half the FLOPs takes as long against the same wake-up cost. OpenBLAS itself
+//     threads an sgemm from 65536 x GEMM_MULTITHREAD_THRESHOLD (4) multiply-adds, 0.5 MFLOP, on
+//     every target (interface/gemm.c).
+//   - gemm_block_align 8: OpenBLAS's HASWELL and ZEN targets (Zen 2/3 and Intel client CPUs)
+//     use 8x4 sgemm and 4x8 dgemm micro-kernels, SKYLAKEX 16x4 and 16x2 (param.h,
+//     SGEMM_DEFAULT_UNROLL_M/N). The rows of our row-major C are OpenBLAS's N, its columns
+//     OpenBLAS's M: a multiple of 8 keeps every split on whole micro-tiles there.
+// generic (no AVX2: SSE2 code at 4 lanes): per-element work costs about twice the avx2 row's, so
+//   the grain halves; the GEMM split is OpenBLAS's own threshold (0.5 MFLOP); the block align
+//   stays 16, a multiple of every x86 target's unroll.
+// The attention path is the same in every row: the fused kernel loses to materialising the
+// weights on short heads (inference, L * S <= 64 * 64, measured on the Xeon) through its per-tile
+// bookkeeping, which runs at the same vector width as the materialised softmax, so the crossover
+// should not move with the ISA. Its key tile is keyed by the L2 instead (key_tile_for).
+
+constexpr int64_t kQueryTile = 64;  // queries per tile, ops/kernels/attention.cpp
+constexpr int64_t kHeadDimForTiles = 64;
+
+// FlashAttention's rule (Dao et al., 2022, Algorithm 1: block sizes from the on-chip memory
+// size M): the tiles one backward step keeps live should fit the fast memory, here the core's
+// L2. Those are p, dp, z, pz and the Philox words (query tile x key tile each) and the k, v, dk,
+// dv rows of the key tile at head dim 64, in float32. 256 keys need 576 KiB (every machine
+// measured so far has 1 MiB or more), 128 need 288 KiB (Zen 2/3: 512 KiB), 64 need 144 KiB
+// (Intel client cores before Ice Lake: 256 KiB).
+int64_t key_tile_for(int64_t l2_bytes) {
+  auto live_bytes = [](int64_t key_tile) {
+    return key_tile * (5 * kQueryTile + 4 * kHeadDimForTiles) * int64_t{4};
+  };
+  if (l2_bytes <= 0) return 256;  // unknown: the measured default
+  for (int64_t tile : {256, 128})
+    if (live_bytes(tile) <= l2_bytes) return tile;
+  return 64;
+}
+
+struct State {
+  Profile startup;
+  std::string origin;  // how the startup row was chosen
+};
+
+State make_state() {
+  State s;
+  const Isa cpu = detect_isa();
+  Isa row = cpu;
+  s.origin = "detected";
+  if (const char* env = std::getenv("NABLA_CPU_PROFILE"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    bool known = true;
+    if (v == "avx512") {
+      row = Isa::Avx512;
+    } else if (v == "avx2") {
+      row = Isa::Avx2;
+    } else if (v == "generic") {
+      row = Isa::Generic;
+    } else {
+      known = false;
+    }
+    s.origin = known ? fmt::format("NABLA_CPU_PROFILE={}", v)
+                     : fmt::format(
+                           "detected; NABLA_CPU_PROFILE='{}' ignored (avx512, avx2 or "
+                           "generic)",
+                           v);
+  }
+  s.startup = make_profile(row, detect_caches());
+  s.startup.simd = std::min(row, cpu);
+  return s;
+}
+
+const State& state() {
+  static const State s = make_state();
+  return s;
+}
+
+// Forced profiles live until the process ends: a reader may still hold a reference.
+std::mutex forced_mutex;
+std::deque<Profile>& forced_profiles() {
+  static std::deque<Profile> profiles;
+  return profiles;
+}
+
+std::string bytes_str(int64_t b) {
+  if (b <= 0) return "?";
+  if (b % (int64_t{1} << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  return fmt::format("{} KiB", b >> 10);
+}
+
+int64_t read_cache_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  in >> text;
+  return in ? parse_cache_size(text) : 0;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512:
+      return "avx512";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Generic:
+      break;
+  }
+  return "generic";
+}
+
+Profile make_profile(Isa isa, const Caches& caches) {
+  Profile p;
+  p.isa = p.simd = isa;
+  p.caches = caches;
+  p.attention_key_tile = key_tile_for(caches.l2);
+  p.attention_materialize_max_scores = 64 * 64;
+  switch (isa) {
+    case Isa::Avx512:
+      p.parallel_grain = 131072;
+      p.gemm_min_split_flop = int64_t{1} << 21;
+      p.gemm_block_align = 16;
+      break;
+    case Isa::Avx2:
+      p.parallel_grain = 131072;
+      p.gemm_min_split_flop = int64_t{1} << 20;
+      p.gemm_block_align = 8;
+      break;
+    case Isa::Generic:
+      p.parallel_grain = 65536;
+      p.gemm_min_split_flop = int64_t{1} << 19;
+      p.gemm_block_align = 16;
+      break;
+  }
+  return p;
+}
+
+Isa detect_isa() {
+#if defined(__x86_64__)
+  // GCC's checks include the OS's support for the wider registers (XCR0).
+  if (__builtin_cpu_supports("avx512f")) return Isa::Avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+#endif
+  return Isa::Generic;
+}
+
+int64_t parse_cache_size(std::string_view text) {
+  int64_t value = 0;
+  size_t i = 0;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+    if (value > (int64_t{1} << 40)) return 0;  // nonsense, and no overflow below
+    value = value * 10 + (text[i] - '0');
+  }
+  if (i == 0) return 0;
+  const std::string_view unit = text.substr(i);
+  if (unit.empty()) return value;
+  if (unit == "K") return value << 10;
+  if (unit == "M") return value << 20;
+  if (unit == "G") return value << 30;
+  return 0;
+}
+
+Caches detect_caches() {
+  Caches c;
+  const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index";
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream level_in(dir + std::to_string(i) + "/level");
+    std::ifstream type_in(dir + std::to_string(i) + "/type");
+    int level = 0;
+    std::string type;
+    if (!(level_in >> level) || !(type_in >> type)) continue;
+    const int64_t size = read_cache_file(dir + std::to_string(i) + "/size");
+    if (level == 1 && type == "Data") c.l1d = size;
+    if (level == 2 && type != "Instruction") c.l2 = size;
+    if (level == 3 && type != "Instruction") c.l3 = size;
+  }
+  // sysconf's answers come from CPUID too, but some C libraries sum L3 over every complex.
+  auto conf = [](int name) { return std::max<int64_t>(0, ::sysconf(name)); };
+  if (c.l1d == 0) c.l1d = conf(_SC_LEVEL1_DCACHE_SIZE);
+  if (c.l2 == 0) c.l2 = conf(_SC_LEVEL2_CACHE_SIZE);
+  if (c.l3 == 0) c.l3 = conf(_SC_LEVEL3_CACHE_SIZE);
+  return c;
+}
+
+namespace detail {
+std::atomic<const Profile*> current{nullptr};
+
+const Profile* init() {
+  const Profile* startup = &state().startup;
+  const Profile* expected = nullptr;
+  // A forced profile set meanwhile wins; otherwise the startup row.
+  if (current.compare_exchange_strong(expected, startup, std::memory_order_acq_rel)) return startup;
+  return expected;
+}
+}  // namespace detail
+
+const Profile& startup_profile() { return state().startup; }
+
+ProfileGuard::ProfileGuard(const Profile& p) : previous_(&profile()) {
+  Profile clamped = p;
+  clamped.simd = std::min(p.simd, detect_isa());
+  const Profile* stored;
+  {
+    std::lock_guard lock(forced_mutex);
+    stored = &forced_profiles().emplace_back(clamped);
+  }
+  detail::current.store(stored, std::memory_order_release);
+}
+
+ProfileGuard::ProfileGuard(Isa isa) : ProfileGuard(make_profile(isa, detect_caches())) {}
+
+ProfileGuard::~ProfileGuard() { detail::current.store(previous_, std::memory_order_release); }
+
+std::string describe(const Profile& p) {
+  const bool startup = &p == &state().startup;
+  std::string simd = isa_name(p.simd);
+  if (p.simd != p.isa) simd += fmt::format(" (the CPU lacks {})", isa_name(p.isa));
+  return fmt::format(
+      "machine profile {} ({}; L1d {}, L2 {}, L3 {}): parallel grain {}, GEMM split from {} "
+      "FLOP in blocks of {}, attention key tile {}, materialised attention up to {} scores, "
+      "SIMD paths {}",
+      isa_name(p.isa), startup ? state().origin : std::string("forced"), bytes_str(p.caches.l1d),
+      bytes_str(p.caches.l2), bytes_str(p.caches.l3), p.parallel_grain, p.gemm_min_split_flop,
+      p.gemm_block_align, p.attention_key_tile, p.attention_materialize_max_scores, simd);
+}
+
+}  // namespace nabla::machine

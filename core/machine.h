@@ -1,0 +1,86 @@
+// The machine profile: every choice that depends on the CPU, in one table keyed by the vector
+// ISA (avx512 / avx2 / generic) and the cache sizes, chosen once (at the first call of profile())
+// and reported by runtime_info(). Before it, constants measured on one machine decided these
+// paths on every machine. The rows and why each value is what it is: make_profile in
+// core/machine.cpp.
+//
+// NABLA_CPU_PROFILE=avx512|avx2|generic in the environment picks another row at start (the
+// caches stay the detected ones); tests force rows with ProfileGuard. A row never makes nabla run
+// instructions the CPU lacks: the hand-vectorised paths follow min(row, CPU) (`simd`).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace nabla::machine {
+
+// Ordered: a CPU with avx512 also runs the avx2 and generic paths.
+enum class Isa : uint8_t { Generic, Avx2, Avx512 };
+const char* isa_name(Isa isa);  // "generic", "avx2", "avx512"
+
+// Bytes; 0 when unknown. L1d and L2 per core, L3 of the core's complex.
+struct Caches {
+  int64_t l1d = 0, l2 = 0, l3 = 0;
+  bool operator==(const Caches&) const = default;
+};
+
+struct Profile {
+  Isa isa = Isa::Generic;   // the table row
+  Isa simd = Isa::Generic;  // the hand-vectorised paths run (Philox): min(isa, the CPU's)
+  Caches caches;
+  // parallel_for runs a loop on one thread below this many elements x cost (core/parallel.h).
+  int64_t parallel_grain = 0;
+  // blas::gemm splits a product of at least this many FLOPs across threads, at multiples of
+  // gemm_block_align rows or columns (ops/gemm.cpp).
+  int64_t gemm_min_split_flop = 0;
+  int64_t gemm_block_align = 0;
+  // Keys per tile of the fused attention kernels (ops/kernels/attention.cpp).
+  int64_t attention_key_tile = 0;
+  // MultiheadAttention in inference materialises the weights when L * S is at most this
+  // (nn/multihead_attention.cpp); above it, and in training, the fused kernel runs.
+  int64_t attention_materialize_max_scores = 0;
+  bool operator==(const Profile&) const = default;
+};
+
+// The table: the row for `isa`, sized for `caches`. Pure (simd = isa).
+Profile make_profile(Isa isa, const Caches& caches);
+
+// What this CPU has (CPUID through __builtin_cpu_supports; under valgrind, what it emulates).
+Isa detect_isa();
+// /sys/devices/system/cpu/cpu0/cache, else sysconf.
+Caches detect_caches();
+// "32K", "1024K", "32768K", "2M" (sysfs's cache size format) in bytes; 0 if unreadable.
+int64_t parse_cache_size(std::string_view text);
+
+namespace detail {
+extern std::atomic<const Profile*> current;
+const Profile* init();  // detects once, applies NABLA_CPU_PROFILE; thread-safe
+}  // namespace detail
+
+// The profile in force: one atomic load on the hot paths.
+inline const Profile& profile() {
+  const Profile* p = detail::current.load(std::memory_order_acquire);
+  return p ? *p : *detail::init();
+}
+// The row chosen at start (detected, or NABLA_CPU_PROFILE's).
+const Profile& startup_profile();
+
+// For tests: makes `p` the profile in force (its simd clamped to the CPU's) until the guard
+// ends. Not meant for use while other threads run ops.
+class ProfileGuard {
+ public:
+  explicit ProfileGuard(const Profile& p);
+  explicit ProfileGuard(Isa isa);  // make_profile(isa, detected caches)
+  ~ProfileGuard();
+  ProfileGuard(const ProfileGuard&) = delete;
+  ProfileGuard& operator=(const ProfileGuard&) = delete;
+
+ private:
+  const Profile* previous_;
+};
+
+// One line for runtime_info(): the row, the caches, every value and how the row was chosen.
+std::string describe(const Profile& p);
+
+}  // namespace nabla::machine
