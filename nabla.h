@@ -3,6 +3,7 @@
 
 #include "core/allocator.h"
 #include "core/autograd.h"
+#include "core/custom_function.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/gradcheck.h"
@@ -36,6 +37,7 @@
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/indexing.h"
+#include "ops/kernel_helpers.h"
 #include "ops/layer_norm.h"
 #include "ops/linalg.h"
 #include "ops/linear.h"
