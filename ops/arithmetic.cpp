@@ -88,7 +88,8 @@ struct DivBackward final : Node {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   inspect::OpScope op_scope("div", {&a, &b});
-  Tensor y = kernels::map_binary_numeric("div", a, b, [](auto x, auto z) { return x / z; });
+  // Float only: int64 / int64 would truncate (PyTorch divides truly) and trap on a zero divisor.
+  Tensor y = kernels::map_binary_float("div", a, b, [](auto x, auto z) { return x / z; });
   if (auto node = make_node<DivBackward>({&a, &b})) {
     node->b.save(b);
     if (node->needs_input_grad(1)) node->y.save(y, /*is_output=*/true);
@@ -170,11 +171,11 @@ Tensor pow(const Tensor& x, const Tensor& e) {
 
 // ----------------------------------------------------------------------------
 // scalar forms: the scalar becomes a 0-d tensor of x's dtype (no gradient flows to it)
-Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
-Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
-Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
-Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like("add", a, b)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like("sub", a, b)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like("mul", a, b)); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like("div", a, b)); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like("div", b, a), b); }
 
 // ----------------------------------------------------------------------------
 // in-place forms: compute out of place, write back into self's storage, and (under grad mode)
@@ -182,7 +183,15 @@ Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a), b); 
 namespace {
 
 template <class Op>
-Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn) {
+Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn,
+                bool float_only = false) {
+  kernels::check_same_dtype(op, self, other);
+  auto no_kernel = [](auto) {};
+  if (float_only) {
+    dispatch_float(self.dtype(), op, no_kernel);
+  } else {
+    dispatch_numeric(self.dtype(), op, no_kernel);
+  }
   const bool record = GradMode::enabled() && (self.requires_grad() || other.requires_grad());
   if (record && self.requires_grad() && self.is_leaf())
     throw AutogradError(fmt::format(
@@ -197,7 +206,9 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn) {
   if (broadcast_shapes(op, self.shape(), other.shape()) != self.shape())
     throw ShapeError(fmt::format("{}: other of shape {} does not broadcast to self's shape {}", op,
                                  shape_str(other.shape()), shape_str(self.shape())));
-  Tensor result = fn(self, other);
+  // A recorded op may save its input (mul saves self for other's gradient), and self is about
+  // to be overwritten: it computes on a copy, so the saved tensor stays valid.
+  Tensor result = fn(record ? self.clone() : self, other);
   {
     NoGradGuard no_grad;
     Tensor target = self.detach();
@@ -223,9 +234,10 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
 }
 Tensor& div_(Tensor& self, const Tensor& other) {
   inspect::OpScope op_scope("div_", {&self, &other});
-  return inplace("div_", self, other, [](const Tensor& a, const Tensor& b) { return div(a, b); });
+  return inplace(
+      "div_", self, other, [](const Tensor& a, const Tensor& b) { return div(a, b); }, true);
 }
-Tensor& add_(Tensor& self, double other) { return add_(self, scalar_like(self, other)); }
-Tensor& mul_(Tensor& self, double other) { return mul_(self, scalar_like(self, other)); }
+Tensor& add_(Tensor& self, double other) { return add_(self, scalar_like("add_", self, other)); }
+Tensor& mul_(Tensor& self, double other) { return mul_(self, scalar_like("mul_", self, other)); }
 
 }  // namespace nabla

@@ -8,7 +8,7 @@ namespace nabla {
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // float32/float64 only, as true division
 Tensor neg(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor pow(const Tensor& x, const Tensor& exponent);  // x > 0 where exponent needs a gradient

@@ -82,7 +82,9 @@ int64_t check_index_target(const char* op, const Tensor& input, const Tensor& ta
 // The gradient reaching each position's loss (loss_common.h), with the class dim cd restored
 // (size 1) so it broadcasts against the input.
 Tensor class_position_grad(const Tensor& grad, Reduction r, double count, int64_t cd) {
-  Tensor g = position_grad(grad, r, count);
+  // count 0 (every target ignored): every position's gradient is masked to 0 afterwards, and
+  // dividing by 1 keeps 0 * (g / 0) from making it NaN (the kernels and PyTorch give 0 there).
+  Tensor g = position_grad(grad, r, std::max(count, 1.0));
   return r == Reduction::None ? g.unsqueeze(cd) : g;
 }
 

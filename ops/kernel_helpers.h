@@ -3,6 +3,8 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "core/strided_loop.h"
 #include "core/tensor.h"
@@ -91,7 +93,23 @@ Tensor map_binary_float(const char* op, const Tensor& a, const Tensor& b, F&& f)
   return y;
 }
 
+// A scalar x's dtype cannot hold (0.5 for int64, 2 for bool) is a DTypeError naming `op`, not a
+// silent rounding.
+inline void check_scalar_fits(const char* op, const Tensor& x, double value) {
+  constexpr double kInt64Limit = 9223372036854775808.0;  // 2^63; every double below converts
+  const bool fits = x.dtype() == DType::Int64
+                        ? std::floor(value) == value && value >= -kInt64Limit && value < kInt64Limit
+                    : x.dtype() == DType::Bool ? value == 0 || value == 1
+                                               : true;
+  if (!fits)
+    throw DTypeError(fmt::format("{}: scalar {} does not fit the {} input of shape {}", op, value,
+                                 dtype_name(x.dtype()), shape_str(x.shape())));
+}
+
 // A 0-d tensor holding `value` in x's dtype, for tensor-scalar ops.
-inline Tensor scalar_like(const Tensor& x, double value) { return scalar_tensor(value, x.dtype()); }
+inline Tensor scalar_like(const char* op, const Tensor& x, double value) {
+  check_scalar_fits(op, x, value);
+  return scalar_tensor(value, x.dtype());
+}
 
 }  // namespace nabla::kernels

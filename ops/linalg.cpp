@@ -118,6 +118,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     throw DTypeError(fmt::format("matmul: dtype mismatch, {} {} vs {} {}", dtype_name(a.dtype()),
                                  shape_str(a.shape()), dtype_name(b.dtype()),
                                  shape_str(b.shape())));
+  // Checked here, not only in the kernel: an empty product never reaches it.
+  dispatch_float(a.dtype(), "matmul", [](auto) {});
   if (a.dim() == 0 || b.dim() == 0)
     throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} and {}",
                                  shape_str(a.shape()), shape_str(b.shape())));

@@ -260,6 +260,7 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
 Tensor linear_activation_composite(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                    LinearActivation act) {
   inspect::OpScope op_scope("linear_activation_composite", {&x, &weight, &bias});
+  check_linear("linear_activation_composite", x, weight, bias);  // errors name this op
   return apply(act, linear(x, weight, bias));
 }
 

@@ -196,8 +196,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Int2 st
     throw ShapeError(fmt::format(
         "conv2d: expects x (B, C, H, W) and weight (O, C, kh, kw) with the same C, got {} and {}",
         shape_str(x.shape()), shape_str(weight.shape())));
-  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
-    throw DTypeError(fmt::format("conv2d: dtype mismatch, x {}, weight {}, bias {}",
+  if (!is_floating(x.dtype()) || x.dtype() != weight.dtype() ||
+      (bias.defined() && bias.dtype() != x.dtype()))
+    throw DTypeError(fmt::format("conv2d: expects one floating dtype, got x {}, weight {}, bias {}",
                                  dtype_name(x.dtype()), dtype_name(weight.dtype()),
                                  bias.defined() ? dtype_name(bias.dtype()) : "none"));
   const int64_t B = x.size(0), O = weight.size(0);

@@ -343,10 +343,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, double b) {
-  return where(cond, a, scalar_like(a, b));
+  return where(cond, a, scalar_like("where", a, b));
 }
 Tensor where(const Tensor& cond, double a, const Tensor& b) {
-  return where(cond, scalar_like(b, a), b);
+  return where(cond, scalar_like("where", b, a), b);
 }
 
 // ----------------------------------------------------------------------------

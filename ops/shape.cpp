@@ -12,6 +12,7 @@
 #include "core/inspect/instrument.h"
 #include "core/parallel.h"
 #include "ops/indexing.h"
+#include "ops/kernel_helpers.h"
 
 namespace nabla {
 namespace {
@@ -282,6 +283,7 @@ struct PadBackward final : Node {
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   inspect::OpScope op_scope("pad", {&x});
+  kernels::check_scalar_fits("pad", x, value);
   const int64_t nd = x.dim();
   if (pads.size() % 2 != 0 || static_cast<int64_t>(pads.size()) > 2 * nd)
     throw ShapeError(

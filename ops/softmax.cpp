@@ -334,13 +334,13 @@ namespace {
 
 // Per-row max along `dim`, detached, keepdim shape. Subtracting it changes neither softmax's
 // value nor its gradient (softmax is shift-invariant) and keeps exp from overflowing.
-Tensor row_max_detached(const Tensor& x_in, int64_t dim) {
+Tensor row_max_detached(const char* op, const Tensor& x_in, int64_t dim) {
   Tensor x = x_in.detach().contiguous();
   Shape out_shape = x.shape();
   if (!out_shape.empty()) out_shape[static_cast<size_t>(dim)] = 1;
   Tensor m = empty(out_shape, x.dtype());
   const RowLayout l = kernels::row_layout(x.shape(), dim);
-  dispatch_float(x.dtype(), "softmax", [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data_ptr<T>();
     T* mp = m.data_ptr<T>();
@@ -357,14 +357,14 @@ Tensor row_max_detached(const Tensor& x_in, int64_t dim) {
 Tensor softmax_composite(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("softmax_composite", {&x});
   dim = normalize_dim("softmax", dim, x.shape());
-  Tensor e = exp(sub(x, row_max_detached(x, dim)));
+  Tensor e = exp(sub(x, row_max_detached("softmax", x, dim)));
   return div(e, sum(e, {dim}, true));
 }
 
 Tensor log_softmax_composite(const Tensor& x, int64_t dim) {
   inspect::OpScope op_scope("log_softmax_composite", {&x});
   dim = normalize_dim("log_softmax", dim, x.shape());
-  Tensor z = sub(x, row_max_detached(x, dim));
+  Tensor z = sub(x, row_max_detached("log_softmax", x, dim));
   return sub(z, log(sum(exp(z), {dim}, true)));
 }
 

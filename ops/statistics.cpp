@@ -224,7 +224,8 @@ struct NormInfBackward final : Node {
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor xv = x.get();
     Tensor hit = max_abs_mask(xv.detach(), y.get().detach().reshape(keepdim_shape));
-    Tensor count = sum(hit.to(xv.dtype()), dims, /*keepdim=*/true);
+    // At least 1: an empty row has no ties, and grad / 0 made its double backward NaN.
+    Tensor count = clamp(sum(hit.to(xv.dtype()), dims, /*keepdim=*/true), 1.0, std::nullopt);
     return {sign(xv) * where(hit, grad.reshape(keepdim_shape) / count, 0.0)};
   }
   const char* name() const override { return "NormInfBackward"; }
