@@ -151,6 +151,7 @@ std::vector<OpInfo> view_ops();            // ops_views.cpp: Tensor views and co
 std::vector<OpInfo> nn_ops();              // ops_nn.cpp: linalg, linear, layer_norm, dropout
 std::vector<OpInfo> indexing_ops();        // ops_indexing.cpp: embedding.h, indexing.h
 std::vector<OpInfo> conv_attention_ops();  // ops_conv_attention.cpp: patches.h, attention.h
+std::vector<OpInfo> norm_ops();            // ops_norms.cpp: norms.h
 const std::vector<OpInfo>& all_ops();
 
 }  // namespace nabla::op_db
