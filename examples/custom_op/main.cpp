@@ -55,7 +55,8 @@ int main() {
   const double gap = max(abs(sub(softplus(z), log(add(exp(z), 1.0))))).item();
   fmt::print("largest difference from log(1 + exp(x)): {:.2e}\n", gap);
 
-  // As any op inside a model: fit w so that softplus(w * t) matches 2 t.
+  // As any op inside a model: fit w so that softplus(w * t) matches 2 t (w ends near 2, a little
+  // below: softplus(u) > u).
   Tensor t = tensor({0.5, 1.0, 2.0, 3.0});
   Tensor w = tensor({0.5}).requires_grad_();
   for (int step = 0; step < 200; ++step) {
@@ -66,7 +67,7 @@ int main() {
     w.copy_(sub(w, mul(w.grad(), 0.05)));
   }
   fmt::print("fitted w = {:.3f}\n", w.item());
-  const bool ok = first.ok && second.ok && gap < 1e-6 && w.item() > 2.0;
+  const bool ok = first.ok && second.ok && gap < 1e-6 && std::abs(w.item() - 2.0) < 0.1;
   fmt::print("RESULT example=custom_op {}\n", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }
