@@ -35,6 +35,12 @@ const std::map<std::string, std::string> kNotOps = {
     {"argmax", "int64 positions"},
     {"argmin", "int64 positions"},
     {"one_hot", "int64 result from int64 indices"},
+    // ops/kernel_helpers.h: building blocks for a kernel, not ops (docs/custom-ops.md).
+    {"map_unary", "kernel helper: runs a scalar function, records nothing"},
+    {"map_float", "kernel helper: runs a scalar function, records nothing"},
+    {"map_binary_numeric", "kernel helper: runs a scalar function, records nothing"},
+    {"map_binary_float", "kernel helper: runs a scalar function, records nothing"},
+    {"scalar_like", "kernel helper: a 0-d constant, records nothing"},
     // core/tensor.h: factories have no tensor input to differentiate.
     {"empty", "factory"},
     {"zeros", "factory"},
