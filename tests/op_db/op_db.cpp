@@ -169,7 +169,7 @@ const std::vector<OpInfo>& all_ops() {
   static const std::vector<OpInfo> table = [] {
     std::vector<OpInfo> t;
     for (auto family : {unary_ops, binary_ops, reduction_ops, softmax_ops, loss_ops, shape_ops,
-                        view_ops, nn_ops, indexing_ops, conv_attention_ops})
+                        view_ops, nn_ops, indexing_ops, conv_attention_ops, pointwise_more_ops})
       for (OpInfo& op : family()) t.push_back(std::move(op));
     return t;
   }();
