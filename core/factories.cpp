@@ -106,19 +106,39 @@ Tensor linspace(double start, double end, int64_t steps, DType dt) {
 
 // The random factories allocate before they reserve counters: a shape that cannot be allocated
 // throws without moving the generator.
+Tensor Generator::uniform(const Shape& shape, double lo, double hi, DType dt) {
+  if (!is_floating(dt))
+    throw DTypeError(fmt::format("uniform: dtype {} is not floating", dtype_name(dt)));
+  if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi)
+    throw ValueError(fmt::format("uniform: expects finite lo <= hi, got [{}, {})", lo, hi));
+  Tensor t = new_tensor(shape, dt, false);
+  const uint64_t base = advance(static_cast<uint64_t>(t.numel()));
+  const double width = hi - lo;
+  return fill(t, 20, [&](int64_t i) {
+    return lo + width * uniform(base + static_cast<uint64_t>(i));  // exact for (0, 1)
+  });
+}
+Tensor Generator::normal(const Shape& shape, double mean, double std, DType dt) {
+  if (!is_floating(dt))
+    throw DTypeError(fmt::format("normal: dtype {} is not floating", dtype_name(dt)));
+  if (!std::isfinite(mean) || !std::isfinite(std) || std < 0)
+    throw ValueError(
+        fmt::format("normal: expects finite mean and std >= 0, got mean {} std {}", mean, std));
+  Tensor t = new_tensor(shape, dt, false);
+  const uint64_t base = advance(static_cast<uint64_t>(t.numel()));
+  return fill(t, 40, [&](int64_t i) {
+    return mean + std * normal(base + static_cast<uint64_t>(i));  // exact for (0, 1)
+  });
+}
 Tensor rand(const Shape& shape, Generator& gen, DType dt) {
   if (!is_floating(dt))
     throw DTypeError(fmt::format("rand: dtype {} is not floating", dtype_name(dt)));
-  Tensor t = new_tensor(shape, dt, false);
-  const uint64_t base = gen.advance(static_cast<uint64_t>(t.numel()));
-  return fill(t, 20, [&](int64_t i) { return gen.uniform(base + static_cast<uint64_t>(i)); });
+  return gen.uniform(shape, 0.0, 1.0, dt);
 }
 Tensor randn(const Shape& shape, Generator& gen, DType dt) {
   if (!is_floating(dt))
     throw DTypeError(fmt::format("randn: dtype {} is not floating", dtype_name(dt)));
-  Tensor t = new_tensor(shape, dt, false);
-  const uint64_t base = gen.advance(static_cast<uint64_t>(t.numel()));
-  return fill(t, 40, [&](int64_t i) { return gen.normal(base + static_cast<uint64_t>(i)); });
+  return gen.normal(shape, 0.0, 1.0, dt);
 }
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
   if (high <= low) throw ValueError(fmt::format("randint: empty range [{}, {})", low, high));

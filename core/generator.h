@@ -6,7 +6,12 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/dtype.h"
+#include "core/shape.h"
+
 namespace nabla {
+
+class Tensor;
 
 class Generator {
  public:
@@ -40,6 +45,12 @@ class Generator {
   double uniform(uint64_t c) const;
   double normal(uint64_t c) const;
   uint64_t bits64(uint64_t c) const;
+
+  // Tensors drawn from this generator (torch.empty(shape).uniform_(lo, hi, generator=g) and
+  // .normal_(mean, std)): uniform in [lo, hi), normal with that mean and standard deviation.
+  // rand and randn are these with (0, 1); one code path. Float dtypes; lo <= hi, std >= 0.
+  Tensor uniform(const Shape& shape, double lo, double hi, DType dt = DType::Float32);
+  Tensor normal(const Shape& shape, double mean, double std, DType dt = DType::Float32);
 
  private:
   uint64_t seed_;

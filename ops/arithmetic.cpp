@@ -6,7 +6,9 @@
 
 #include "core/autograd.h"
 #include "core/inspect/instrument.h"
+#include "ops/compare.h"
 #include "ops/kernel_helpers.h"
+#include "ops/pointwise.h"
 #include "ops/unary.h"
 
 namespace nabla {
@@ -176,6 +178,41 @@ Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like("sub", a, b));
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like("mul", a, b)); }
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like("div", a, b)); }
 Tensor operator/(double a, const Tensor& b) { return div(scalar_like("div", b, a), b); }
+// Scalar-first forms, as torch.sub(1.0, x) etc.: the scalar becomes a 0-d tensor of b's dtype.
+Tensor add(double a, const Tensor& b) { return add(scalar_like("add", b, a), b); }
+Tensor sub(double a, const Tensor& b) { return sub(scalar_like("sub", b, a), b); }
+Tensor mul(double a, const Tensor& b) { return mul(scalar_like("mul", b, a), b); }
+Tensor div(double a, const Tensor& b) { return div(scalar_like("div", b, a), b); }
+
+// ----------------------------------------------------------------------------
+// pow (scalar ^ tensor)
+//   forward:   y = base^e
+//   backward:  grad_e = grad * y * ln(base); 0 where base = 0 and e >= 0 (PyTorch's
+//              pow_backward_exponent, tools/autograd/FunctionsManual.cpp)      saves y (and e)
+struct PowScalarBaseBackward final : Node {
+  SavedTensor y{this, "y"}, e{this, "e"};
+  double base;
+  explicit PowScalarBaseBackward(double b) : base(b) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    if (base == 0.0) return {where(ge(e.get(), 0.0), 0.0, mul(grad, mul(y.get(), -INFINITY)))};
+    return {mul(grad, mul(y.get(), std::log(base)))};
+  }
+  const char* name() const override { return "PowScalarBaseBackward"; }
+};
+
+Tensor pow(double base, const Tensor& e) {
+  inspect::OpScope op_scope("pow", {&e});
+  Tensor y = kernels::map_float("pow", e, [base](auto v) {
+    using T = decltype(v);
+    return static_cast<T>(std::pow(static_cast<T>(base), v));
+  });
+  if (auto node = make_node<PowScalarBaseBackward>({&e}, base)) {
+    node->y.save(y, /*is_output=*/true);
+    if (base == 0.0) node->e.save(e);
+    set_history(y, node);
+  }
+  return y;
+}
 
 // ----------------------------------------------------------------------------
 // in-place forms: compute out of place, write back into self's storage, and (under grad mode)

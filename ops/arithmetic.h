@@ -17,6 +17,12 @@ Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
+// Scalar first, as torch.sub(1.0, x): the scalar takes b's dtype (a DTypeError if it cannot).
+Tensor add(double a, const Tensor& b);
+Tensor sub(double a, const Tensor& b);
+Tensor mul(double a, const Tensor& b);
+Tensor div(double a, const Tensor& b);
+Tensor pow(double base, const Tensor& exponent);  // float; base < 0 gives NaN at non-integers
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

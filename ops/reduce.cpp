@@ -43,6 +43,8 @@ struct SumBackward final : Node {
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   inspect::OpScope op_scope("sum", {&x});
+  // As PyTorch: bools are counted, into int64 (not differentiable, so no node is lost).
+  if (x.dtype() == kBool) return sum(x.to(kInt64), dims, keepdim);
   Shape kd = reduced_keepdim_shape("sum", x.shape(), dims);
   Tensor y = sum_to_kernel(x, kd);
   // same elements in the same order: drop the size-1 dims
@@ -58,7 +60,10 @@ Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   inspect::OpScope op_scope("mean", {&x});
   if (!is_floating(x.dtype()))
-    throw DTypeError(fmt::format("mean: expects a floating tensor, got {}", dtype_name(x.dtype())));
+    throw DTypeError(
+        fmt::format("mean: expects a floating tensor, got {} {} (as PyTorch; convert first, e.g. "
+                    "mean(x.to(kFloat32)))",
+                    dtype_name(x.dtype()), shape_str(x.shape())));
   Shape kd = reduced_keepdim_shape("mean", x.shape(), dims);
   const int64_t count = x.numel() / std::max<int64_t>(shape_numel(kd), 1);
   // NOTE: a mean over zero elements is NaN, as in PyTorch.

@@ -6,6 +6,7 @@
 
 namespace nabla {
 
+// A bool tensor sums to int64 (its count of true), as in PyTorch; mean takes floating tensors only.
 Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);

@@ -153,6 +153,8 @@ std::vector<OpInfo> shape_ops();           // ops_shape.cpp: shape.h
 std::vector<OpInfo> view_ops();            // ops_views.cpp: Tensor views and conversions
 std::vector<OpInfo> nn_ops();              // ops_nn.cpp: linalg, linear, layer_norm, dropout
 std::vector<OpInfo> indexing_ops();        // ops_indexing.cpp: embedding.h, indexing.h
+std::vector<OpInfo> pointwise_more_ops();  // ops_pointwise_more.cpp: activation_more.h,
+                                           // rounding.h, lerp and atan2
 std::vector<OpInfo> conv_attention_ops();  // ops_conv_attention.cpp: patches.h, attention.h
 std::vector<OpInfo> conv_ops();            // ops_conv.cpp: conv.h but conv2d
 // conv2d's entry (ops_conv.cpp), listed in conv_attention_ops() where it was first: an entry's

@@ -7,6 +7,7 @@ namespace {
 
 using BinaryFn = Tensor (*)(const Tensor&, const Tensor&);
 using ScalarFn = Tensor (*)(const Tensor&, double);
+using ScalarFirstFn = Tensor (*)(double, const Tensor&);
 
 void append(std::vector<Sample>& to, std::vector<Sample> more) {
   for (Sample& s : more) to.push_back(std::move(s));
@@ -24,25 +25,31 @@ std::vector<ErrorInput> binary_errors(BinaryFn f) {
   };
 }
 
-// add/sub/mul/div: tensor-tensor samples, then the tensor-double overload.
-OpInfo arithmetic(const std::string& name, BinaryFn tt, ScalarFn ts, Dist b) {
+// add/sub/mul/div: tensor-tensor samples, then the tensor-double and double-tensor overloads.
+OpInfo arithmetic(const std::string& name, BinaryFn tt, ScalarFn ts, ScalarFirstFn st, Dist b) {
   OpInfo op;
   op.name = name;
   op.dtypes = {kFloat32, kFloat64, kInt64};
-  op.samples = [tt, ts, b] {
+  op.samples = [tt, ts, st, b] {
     OpFn fn = [tt](const std::vector<Tensor>& v) { return tt(v[0], v[1]); };
     OpFn scalar = [ts](const std::vector<Tensor>& v) { return ts(v[0], -2.0); };
+    OpFn first = [st](const std::vector<Tensor>& v) { return st(-2.0, v[0]); };
     auto s = binary_samples(fn, {}, b, true);
     append(s, {sample("tensor op -2.0 (2, 3)", {arg({2, 3})}, scalar),
                sample("0-d op -2.0", {arg({})}, scalar),
                sample("size-0 (0, 2) op -2.0", {arg({0, 2})}, scalar),
-               sample("transposed (3, 4) op -2.0", {transposed({3, 4})}, scalar)});
+               sample("transposed (3, 4) op -2.0", {transposed({3, 4})}, scalar),
+               sample("-2.0 op tensor (2, 3)", {arg({2, 3}, b)}, first),
+               sample("-2.0 op 0-d", {arg({}, b)}, first),
+               sample("-2.0 op size-0 (0, 2)", {arg({0, 2}, b)}, first),
+               sample("-2.0 op transposed (3, 4)", {transposed({3, 4}, b)}, first)});
     return s;
   };
-  op.errors = [tt, ts] {
+  op.errors = [tt, ts, st] {
     auto e = binary_errors(tt);
     e.push_back(expect<DTypeError>("int64 tensor op 0.5 (would truncate the scalar)",
                                    [ts] { ts(arange(3), 0.5); }));
+    e.push_back(expect<DTypeError>("0.5 op int64 tensor", [st] { st(0.5, arange(3)); }));
     return e;
   };
   return op;
@@ -115,11 +122,11 @@ Tensor& mul_ts(Tensor& s, double o) { return mul_(s, o); }
 
 std::vector<OpInfo> binary_ops() {
   std::vector<OpInfo> t;
-  t.push_back(arithmetic("add", add, add, {}));
-  t.push_back(arithmetic("sub", sub, sub, {}));
-  t.push_back(arithmetic("mul", mul, mul, {}));
+  t.push_back(arithmetic("add", add, add, add, {}));
+  t.push_back(arithmetic("sub", sub, sub, sub, {}));
+  t.push_back(arithmetic("mul", mul, mul, mul, {}));
   {
-    OpInfo d = arithmetic("div", div, div, kPositive);
+    OpInfo d = arithmetic("div", div, div, div, kPositive);
     d.dtypes = {kFloat32, kFloat64};  // int64 would truncate and trap on 0: refused
     auto base = d.samples;
     d.samples = [base] {
@@ -158,11 +165,19 @@ std::vector<OpInfo> binary_ops() {
                  [](const std::vector<Tensor>& v) { return pow(v[0], 0.5); })));
       append(s, binary_samples([](const std::vector<Tensor>& v) { return pow(v[0], v[1]); },
                                kPositive, {}, false));
+      for (double base : {2.0, 0.5})  // scalar base: grad_e = grad y ln(base)
+        append(s,
+               without_big(unary_samples(
+                   [base](const std::vector<Tensor>& v) { return pow(base, v[0]); }, {}, false)));
+      s.push_back(forward_only(sample(
+          "edge: 0 ^ e for e = 2, 0, -1 (gradient 0 where e >= 0)", {values({3}, {2, 0, -1})},
+          [](const std::vector<Tensor>& v) { return pow(0.0, v[0]); })));
       return s;
     };
     p.errors = [] {
       auto e = binary_errors([](const Tensor& a, const Tensor& b) { return pow(a, b); });
       e.push_back(expect<DTypeError>("int64 ^ 2.0", [] { pow(arange(3), 2.0); }));
+      e.push_back(expect<DTypeError>("2.0 ^ int64", [] { pow(2.0, arange(3)); }));
       return e;
     };
     t.push_back(p);
@@ -197,6 +212,31 @@ std::vector<OpInfo> binary_ops() {
       s.push_back(forward_only(
           sample("edge: on the bounds (gradient passes), nan", {values({3}, {-1, 1, std::nan("")})},
                  [](const std::vector<Tensor>& v) { return clamp(v[0], -1.0, 1.0); })));
+      // Tensor bounds: x, min and max all differentiated, broadcast together.
+      OpFn both = [](const std::vector<Tensor>& v) { return clamp(v[0], v[1], v[2]); };
+      OpFn lo = [](const std::vector<Tensor>& v) { return clamp(v[0], v[1], Tensor()); };
+      OpFn hi = [](const std::vector<Tensor>& v) { return clamp(v[0], Tensor(), v[1]); };
+      const Dist x{-3, 3}, l{-2, -0.3}, h{0.3, 2};
+      append(s,
+             {
+                 sample("tensors: same shape (3, 4)",
+                        {arg({3, 4}, x), arg({3, 4}, l), arg({3, 4}, h)}, both),
+                 sample("tensors: 0-d", {arg({}, x), arg({}, l), arg({}, h)}, both),
+                 sample("tensors: size-0 (0, 3)", {arg({0, 3}, x), arg({3}, l), arg({3}, h)}, both),
+                 sample("tensors: broadcast (3, 1), (4), (2, 1, 1)",
+                        {arg({3, 1}, x), arg({4}, l), arg({2, 1, 1}, h)}, both),
+                 sample("tensors: transposed, strided, expanded",
+                        {transposed({3, 4}, x), strided({3, 4}, l), expanded({3, 1}, {3, 4}, h)},
+                        both),
+                 sample("tensors: min only (2, 3) (3)", {arg({2, 3}, x), arg({3}, l)}, lo),
+                 sample("tensors: max only (2, 3) (2, 1)", {arg({2, 3}, x), arg({2, 1}, h)}, hi),
+                 big(sample("tensors: big (264, 512)",
+                            {arg({264, 512}, x), arg({512}, l), arg({512}, h)}, both)),
+                 forward_only(sample("tensors: edge: min > max gives max, on the bounds, nan",
+                                     {values({4}, {0, -1, 1, std::nan("")}),
+                                      values({4}, {1, -1, -1, -1}), values({4}, {-1, 1, 1, 1})},
+                                     both)),
+             });
       return s;
     };
     c.errors = [] {
@@ -204,6 +244,13 @@ std::vector<OpInfo> binary_ops() {
           expect<ValueError>("no bound", [] { clamp(ones({2}), std::nullopt, std::nullopt); }),
           expect<DTypeError>("int64 with bound 0.5", [] { clamp(arange(3), 0.5, std::nullopt); }),
           expect<DTypeError>("bool", [] { clamp(ones({2}, kBool), 0.0, 1.0); }),
+          expect<ValueError>("no tensor bound", [] { clamp(ones({2}), Tensor(), Tensor()); }),
+          expect<ShapeError>("tensor min (4) with (2, 3)",
+                             [] {
+                               clamp(ones({2, 3}), ones({4}), Tensor());
+                             }),
+          expect<DTypeError>("float64 max, float32 x",
+                             [] { clamp(ones({2}), Tensor(), ones({2}, kFloat64)); }),
       };
     };
     t.push_back(c);

@@ -178,7 +178,7 @@ std::vector<OpInfo> reduction_ops() {
   std::vector<OpInfo> t;
   t.push_back(reduction(
       "sum", sum_dims, [](const Tensor& x) { return sum(x); }, {}, true));
-  t.back().dtypes = {kFloat32, kFloat64, kInt64};
+  t.back().dtypes = {kFloat32, kFloat64, kInt64, kBool};  // bool counts into int64
   t.push_back(reduction(
       "mean", mean_dims, [](const Tensor& x) { return mean(x); }, {}, false));
   t.push_back(extremum("max", true));

@@ -31,6 +31,11 @@ const std::map<std::string, std::string> kNotOps = {
     {"logical_and", "logical op on bool tensors"},
     {"logical_or", "logical op on bool tensors"},
     {"logical_not", "logical op on bool tensors"},
+    // ops/logical.h: bool results.
+    {"any", "test on values (bool result)"},
+    {"all", "test on values (bool result)"},
+    {"isnan", "test on values (bool result)"},
+    {"isfinite", "test on values (bool result)"},
     // ops/reduce_dim.h, ops/indexing.h: int64 results.
     {"argmax", "int64 positions"},
     {"argmin", "int64 positions"},
