@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "bench/common.h"
-#include "nabla.h"
+#include "nabla/nabla.h"
 
 using namespace nabla;
 

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "core/error.h"
-#include "core/inspect/profiler.h"
-#include "core/parallel.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/profiler.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla::bench {
 

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "bench/common.h"
-#include "nabla.h"
-#include "ops/vec_math.h"
+#include "nabla/nabla.h"
+#include "nabla/ops/vec_math.h"
 
 using namespace nabla;
 

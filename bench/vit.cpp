@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "bench/common.h"
-#include "nabla.h"
+#include "nabla/nabla.h"
 
 using namespace nabla;
 

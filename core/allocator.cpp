@@ -1,4 +1,4 @@
-#include "core/allocator.h"
+#include "nabla/core/allocator.h"
 
 #include <fmt/format.h>
 #include <sys/sysinfo.h>
@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

@@ -1,5 +1,5 @@
 // Node, SavedTensor, grad mode, and the helpers ops use to record themselves.
-#include "core/autograd.h"
+#include "nabla/core/autograd.h"
 
 #include <fmt/format.h>
 
@@ -7,10 +7,10 @@
 #include <cctype>
 #include <thread>
 
-#include "core/inspect/instrument.h"
-#include "core/inspect/scope.h"
-#include "core/live_objects.h"
-#include "core/strided_loop.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/inspect/scope.h"
+#include "nabla/core/live_objects.h"
+#include "nabla/core/strided_loop.h"
 
 namespace nabla {
 

@@ -15,11 +15,11 @@
 #include <typeinfo>
 #include <vector>
 
-#include "core/graph_use.h"
-#include "core/inline_vector.h"
-#include "core/inspect/cuts.h"
-#include "core/object_pool.h"
-#include "core/tensor.h"
+#include "nabla/core/graph_use.h"
+#include "nabla/core/inline_vector.h"
+#include "nabla/core/inspect/cuts.h"
+#include "nabla/core/object_pool.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -1,12 +1,12 @@
-#include "core/broadcast.h"
+#include "nabla/core/broadcast.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/parallel.h"
-#include "core/strided_loop.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/parallel.h"
+#include "nabla/core/strided_loop.h"
 
 namespace nabla {
 

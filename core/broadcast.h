@@ -1,7 +1,7 @@
 // Broadcasting's adjoint pair: expand (a view, in views.cpp) and sum_to (a reduction, here).
 // The engine calls sum_to to undo broadcasting; ops' sum() reuses its kernel.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

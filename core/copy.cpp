@@ -1,8 +1,8 @@
-#include "core/copy.h"
+#include "nabla/core/copy.h"
 
 #include <cstring>
 
-#include "core/strided_loop.h"
+#include "nabla/core/strided_loop.h"
 
 namespace nabla {
 

@@ -1,6 +1,6 @@
 // Strided copy with dtype conversion: the kernel behind contiguous(), clone(), to() and copy_().
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -1,4 +1,4 @@
-#include "core/cpu_load.h"
+#include "nabla/core/cpu_load.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

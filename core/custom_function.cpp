@@ -1,4 +1,4 @@
-#include "core/custom_function.h"
+#include "nabla/core/custom_function.h"
 
 #include <cxxabi.h>
 #include <fmt/format.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::autograd {
 

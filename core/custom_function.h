@@ -32,8 +32,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/tensor.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::autograd {
 

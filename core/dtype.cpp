@@ -1,4 +1,4 @@
-#include "core/dtype.h"
+#include "nabla/core/dtype.h"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla {
 

@@ -12,10 +12,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/autograd.h"
-#include "core/broadcast.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/broadcast.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
 
 namespace nabla {
 namespace {

@@ -17,6 +17,11 @@ struct DTypeError : Error {
 struct ValueError : Error {
   using Error::Error;
 };
+// An index outside its dimension (select, index_select, gather, embedding, ...), as PyTorch's
+// IndexError; the message names the op, the index, the dimension and its size.
+struct IndexError : Error {
+  using Error::Error;
+};
 struct IOError : Error {
   using Error::Error;
 };

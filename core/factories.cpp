@@ -4,12 +4,12 @@
 
 #include <cmath>
 
-#include "core/copy.h"
-#include "core/error.h"
-#include "core/generator.h"
-#include "core/object_pool.h"
-#include "core/parallel.h"
-#include "core/tensor.h"
+#include "nabla/core/copy.h"
+#include "nabla/core/error.h"
+#include "nabla/core/generator.h"
+#include "nabla/core/object_pool.h"
+#include "nabla/core/parallel.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 namespace {

@@ -1,10 +1,10 @@
-#include "core/generator.h"
+#include "nabla/core/generator.h"
 
 #include <cmath>
 #include <cstdint>
 #include <numbers>
 
-#include "core/machine.h"
+#include "nabla/core/machine.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/dtype.h"
-#include "core/shape.h"
+#include "nabla/core/dtype.h"
+#include "nabla/core/shape.h"
 
 namespace nabla {
 

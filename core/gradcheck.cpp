@@ -1,11 +1,11 @@
-#include "core/gradcheck.h"
+#include "nabla/core/gradcheck.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/generator.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/generator.h"
 
 namespace nabla {
 namespace {

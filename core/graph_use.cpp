@@ -1,12 +1,12 @@
 // Claims of nodes by threads (see graph_use.h).
-#include "core/graph_use.h"
+#include "nabla/core/graph_use.h"
 
 #include <fmt/format.h>
 
 #include <atomic>
 
-#include "core/autograd.h"
-#include "core/error.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
 
 namespace nabla {
 

@@ -1,4 +1,4 @@
-#include "core/live_objects.h"
+#include "nabla/core/live_objects.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "core/machine.h"
+#include "nabla/core/machine.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

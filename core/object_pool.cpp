@@ -1,4 +1,4 @@
-#include "core/object_pool.h"
+#include "nabla/core/object_pool.h"
 
 #include <new>
 

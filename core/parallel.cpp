@@ -1,4 +1,4 @@
-#include "core/parallel.h"
+#include "nabla/core/parallel.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/cpu_load.h"
+#include "nabla/core/cpu_load.h"
 
 namespace nabla {
 namespace {

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/machine.h"
+#include "nabla/core/machine.h"
 
 namespace nabla {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <ostream>
 
-#include "core/autograd.h"
-#include "core/tensor.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 namespace {

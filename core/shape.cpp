@@ -1,8 +1,8 @@
-#include "core/shape.h"
+#include "nabla/core/shape.h"
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/small_vector.h"
+#include "nabla/core/small_vector.h"
 
 namespace nabla {
 

@@ -1,9 +1,9 @@
-#include "core/storage.h"
+#include "nabla/core/storage.h"
 
 #include <cstring>
 
-#include "core/allocator.h"
-#include "core/live_objects.h"
+#include "nabla/core/allocator.h"
+#include "nabla/core/live_objects.h"
 
 namespace nabla {
 

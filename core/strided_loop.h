@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/parallel.h"
-#include "core/shape.h"
+#include "nabla/core/parallel.h"
+#include "nabla/core/shape.h"
 
 namespace nabla {
 

@@ -1,13 +1,13 @@
 // Tensor metadata, element access, conversion, in-place fill/copy and the autograd entry points.
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 #include <fmt/format.h>
 
 #include <cstring>
 
-#include "core/autograd.h"
-#include "core/copy.h"
-#include "core/error.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/copy.h"
+#include "nabla/core/error.h"
 
 namespace nabla {
 

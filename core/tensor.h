@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/live_objects.h"
-#include "core/shape.h"
-#include "core/storage.h"
+#include "nabla/core/dtype.h"
+#include "nabla/core/live_objects.h"
+#include "nabla/core/shape.h"
+#include "nabla/core/storage.h"
 
 namespace nabla {
 

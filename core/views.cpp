@@ -6,11 +6,11 @@
 #include <numeric>
 #include <optional>
 
-#include "core/autograd.h"
-#include "core/broadcast.h"
-#include "core/copy.h"
-#include "core/error.h"
-#include "core/tensor.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/broadcast.h"
+#include "nabla/core/copy.h"
+#include "nabla/core/error.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 namespace {

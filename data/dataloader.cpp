@@ -1,4 +1,4 @@
-#include "data/dataloader.h"
+#include "nabla/data/dataloader.h"
 
 #include <algorithm>
 #include <numeric>

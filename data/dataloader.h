@@ -8,9 +8,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/error.h"
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "nabla/core/error.h"
+#include "nabla/core/generator.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::data {
 

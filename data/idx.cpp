@@ -1,4 +1,4 @@
-#include "data/idx.h"
+#include "nabla/data/idx.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::data {
 namespace {

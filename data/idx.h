@@ -6,7 +6,7 @@
 #pragma once
 #include <string>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::data {
 

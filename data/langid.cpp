@@ -1,10 +1,10 @@
-#include "data/langid.h"
+#include "nabla/data/langid.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-#include "data/text.h"
+#include "nabla/data/text.h"
 
 namespace nabla::data {
 

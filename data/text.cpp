@@ -1,4 +1,4 @@
-#include "data/text.h"
+#include "nabla/data/text.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/io/safetensors.h"
+#include "nabla/core/error.h"
+#include "nabla/core/io/safetensors.h"
 
 namespace nabla::data {
 namespace {

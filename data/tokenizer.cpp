@@ -1,4 +1,4 @@
-#include "data/tokenizer.h"
+#include "nabla/data/tokenizer.h"
 
 #include <algorithm>
 #include <map>

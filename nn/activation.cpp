@@ -1,8 +1,8 @@
 // Parameter-free layers: thin wrappers over the ops.
-#include "nn/activation.h"
+#include "nabla/nn/activation.h"
 
-#include "ops/activation_more.h"
-#include "ops/unary.h"
+#include "nabla/ops/activation_more.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla::nn {
 

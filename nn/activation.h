@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "nn/module.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

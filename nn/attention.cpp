@@ -1,20 +1,20 @@
 // Attention scoring modules. Every score is built from differentiable ops (linear, tanh, matmul,
 // sum), and the weights come from the fused masked_softmax, so gradients of any order flow
 // through everything but the mask.
-#include "nn/attention.h"
+#include "nabla/nn/attention.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/error.h"
-#include "ops/arithmetic.h"
-#include "ops/linalg.h"
-#include "ops/linear.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
-#include "ops/unary.h"
+#include "nabla/core/error.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/linalg.h"
+#include "nabla/ops/linear.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/shape.h"
+#include "nabla/ops/softmax.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla::nn {
 

@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "nn/layers.h"
-#include "nn/linear.h"
-#include "nn/module.h"
+#include "nabla/nn/layers.h"
+#include "nabla/nn/linear.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

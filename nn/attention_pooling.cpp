@@ -1,13 +1,13 @@
 // Nadaraya-Watson pooling, written with differentiable ops (sub, mul, softmax, sum).
-#include "nn/attention_pooling.h"
+#include "nabla/nn/attention_pooling.h"
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "nn/init.h"
-#include "ops/arithmetic.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
+#include "nabla/core/error.h"
+#include "nabla/nn/init.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/softmax.h"
 
 namespace nabla::nn {
 

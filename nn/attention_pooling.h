@@ -6,8 +6,8 @@
 // Shapes: queries (Q,); keys and values (K,) shared by every query, or (Q, K) one row per query
 // (d2l trains with the (Q, K) form, each row leaving out the query's own sample) -> (Q,).
 #pragma once
-#include "core/generator.h"
-#include "nn/module.h"
+#include "nabla/core/generator.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

@@ -1,9 +1,9 @@
 // Sequential and ModuleList: indexing with checked bounds and typed access.
-#include "nn/container.h"
+#include "nabla/nn/container.h"
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::nn {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

@@ -1,13 +1,13 @@
 // nn::Conv1d and nn::Conv2d over the conv ops (ops/conv.h).
-#include "nn/conv.h"
+#include "nabla/nn/conv.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/error.h"
-#include "nn/init.h"
-#include "ops/conv.h"
+#include "nabla/core/error.h"
+#include "nabla/nn/init.h"
+#include "nabla/ops/conv.h"
 
 namespace nabla::nn {
 namespace {

@@ -6,9 +6,9 @@
 #pragma once
 #include <cstdint>
 
-#include "core/generator.h"
-#include "nn/module.h"
-#include "ops/window_args.h"
+#include "nabla/core/generator.h"
+#include "nabla/nn/module.h"
+#include "nabla/ops/window_args.h"
 
 namespace nabla::nn {
 

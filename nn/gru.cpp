@@ -1,19 +1,19 @@
 // nn::GRU over differentiable ops: one linear per layer for the input projections of every time
 // step, then a loop of gru_cell over time. The graph is ordinary ops, so double backward works.
-#include "nn/gru.h"
+#include "nabla/nn/gru.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <string>
 
-#include "core/error.h"
-#include "nn/init.h"
-#include "ops/arithmetic.h"
-#include "ops/dropout.h"
-#include "ops/linear.h"
-#include "ops/shape.h"
-#include "ops/unary.h"
+#include "nabla/core/error.h"
+#include "nabla/nn/init.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/dropout.h"
+#include "nabla/ops/linear.h"
+#include "nabla/ops/shape.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla::nn {
 

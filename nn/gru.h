@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/generator.h"
-#include "nn/module.h"
+#include "nabla/core/generator.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

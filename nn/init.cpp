@@ -1,14 +1,14 @@
 // nn::init: the formulas follow torch.nn.init (fans, gains, bounds). Random values are drawn in
 // float64 from the generator, transformed, and copied into the tensor (converting its dtype).
-#include "nn/init.h"
+#include "nabla/nn/init.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <numbers>
 
-#include "core/autograd.h"
-#include "core/error.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
 
 namespace nabla::nn::init {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "nabla/core/generator.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::nn::init {
 

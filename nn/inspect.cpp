@@ -1,5 +1,5 @@
 // RecordScopes, export_graph with parameter names, GradientMonitor (see inspect.h).
-#include "nn/inspect.h"
+#include "nabla/nn/inspect.h"
 
 #include <map>
 #include <unordered_map>

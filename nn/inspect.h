@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/cuts.h"
-#include "core/inspect/dot.h"
-#include "core/inspect/graph.h"
-#include "core/inspect/render.h"
-#include "core/inspect/report.h"
-#include "nn/module.h"
+#include "nabla/core/inspect/cuts.h"
+#include "nabla/core/inspect/dot.h"
+#include "nabla/core/inspect/graph.h"
+#include "nabla/core/inspect/render.h"
+#include "nabla/core/inspect/report.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

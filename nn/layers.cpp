@@ -1,13 +1,13 @@
-#include "nn/layers.h"
+#include "nabla/nn/layers.h"
 
 #include <fmt/format.h>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "nn/init.h"
-#include "ops/dropout.h"
-#include "ops/embedding.h"
-#include "ops/layer_norm.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/nn/init.h"
+#include "nabla/ops/dropout.h"
+#include "nabla/ops/embedding.h"
+#include "nabla/ops/layer_norm.h"
 
 namespace nabla::nn {
 

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/generator.h"
-#include "nn/module.h"
-#include "ops/activation.h"
+#include "nabla/core/generator.h"
+#include "nabla/nn/module.h"
+#include "nabla/ops/activation.h"
 
 namespace nabla::nn {
 

@@ -1,13 +1,13 @@
 // nn::Linear over the fused linear op (one GEMM + bias).
-#include "nn/linear.h"
+#include "nabla/nn/linear.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/error.h"
-#include "nn/init.h"
-#include "ops/linear.h"
+#include "nabla/core/error.h"
+#include "nabla/nn/init.h"
+#include "nabla/ops/linear.h"
 
 namespace nabla::nn {
 

@@ -2,9 +2,9 @@
 #pragma once
 #include <cstdint>
 
-#include "core/generator.h"
-#include "nn/module.h"
-#include "ops/linear.h"
+#include "nabla/core/generator.h"
+#include "nabla/nn/module.h"
+#include "nabla/ops/linear.h"
 
 namespace nabla::nn {
 

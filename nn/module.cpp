@@ -1,5 +1,5 @@
 // nn::Module: registration, traversal with dotted names, modes, state_dict and summary.
-#include "nn/module.h"
+#include "nabla/nn/module.h"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "core/autograd.h"
-#include "core/error.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
 
 namespace nabla::nn {
 

@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/inspect/scope.h"
-#include "core/io/safetensors.h"
-#include "core/tensor.h"
+#include "nabla/core/inspect/scope.h"
+#include "nabla/core/io/safetensors.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::nn {
 

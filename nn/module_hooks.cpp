@@ -17,9 +17,9 @@
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "nn/module.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

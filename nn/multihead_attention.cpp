@@ -8,26 +8,26 @@
 // (ops/attention.h), which never materialises attn, unless L * S is small (MhaOptions::path,
 // core/machine.h);
 // the dropout masks are the same either way.
-#include "nn/multihead_attention.h"
+#include "nabla/nn/multihead_attention.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/machine.h"
-#include "nn/init.h"
-#include "ops/arithmetic.h"
-#include "ops/attention.h"
-#include "ops/compare.h"
-#include "ops/dropout.h"
-#include "ops/linalg.h"
-#include "ops/linear.h"
-#include "ops/math_constants.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/machine.h"
+#include "nabla/nn/init.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/attention.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/dropout.h"
+#include "nabla/ops/linalg.h"
+#include "nabla/ops/linear.h"
+#include "nabla/ops/math_constants.h"
+#include "nabla/ops/pointwise.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/softmax.h"
 
 namespace nabla::nn {
 namespace {

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/generator.h"
-#include "nn/linear.h"
-#include "nn/module.h"
+#include "nabla/core/generator.h"
+#include "nabla/nn/linear.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

@@ -1,10 +1,10 @@
-#include "nn/normalization.h"
+#include "nabla/nn/normalization.h"
 
 #include <fmt/format.h>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "ops/norms.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/ops/norms.h"
 
 namespace nabla::nn {
 

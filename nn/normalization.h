@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "nn/module.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

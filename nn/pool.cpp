@@ -1,6 +1,6 @@
 // Pooling modules: each forwards to its op (ops/pool.h), which checks the arguments against the
 // input and names itself in the errors, as PyTorch's modules do.
-#include "nn/pool.h"
+#include "nabla/nn/pool.h"
 
 namespace nabla::nn {
 

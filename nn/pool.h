@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <optional>
 
-#include "nn/module.h"
-#include "ops/pool.h"
-#include "ops/window_args.h"
+#include "nabla/nn/module.h"
+#include "nabla/ops/pool.h"
+#include "nabla/ops/window_args.h"
 
 namespace nabla::nn {
 

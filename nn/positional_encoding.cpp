@@ -1,14 +1,14 @@
 // Sinusoidal and learned positional encodings.
-#include "nn/positional_encoding.h"
+#include "nabla/nn/positional_encoding.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
-#include "nn/init.h"
-#include "ops/arithmetic.h"
+#include "nabla/core/error.h"
+#include "nabla/nn/init.h"
+#include "nabla/ops/arithmetic.h"
 
 namespace nabla::nn {
 namespace {

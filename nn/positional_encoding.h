@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "nn/layers.h"
-#include "nn/module.h"
+#include "nabla/nn/layers.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

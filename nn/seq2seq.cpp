@@ -1,12 +1,12 @@
 // Bahdanau seq2seq: encoder, attention decoder and the encoder-decoder wrapper.
-#include "nn/seq2seq.h"
+#include "nabla/nn/seq2seq.h"
 
 #include <fmt/format.h>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "ops/reduce_dim.h"
-#include "ops/shape.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/ops/reduce_dim.h"
+#include "nabla/ops/shape.h"
 
 namespace nabla::nn {
 

@@ -8,11 +8,11 @@
 #include <memory>
 #include <vector>
 
-#include "nn/attention.h"
-#include "nn/gru.h"
-#include "nn/layers.h"
-#include "nn/linear.h"
-#include "nn/module.h"
+#include "nabla/nn/attention.h"
+#include "nabla/nn/gru.h"
+#include "nabla/nn/layers.h"
+#include "nabla/nn/linear.h"
+#include "nabla/nn/module.h"
 
 namespace nabla::nn {
 

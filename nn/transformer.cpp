@@ -1,14 +1,14 @@
 // Transformer encoder layers: PyTorch's (post-norm / pre-norm) and d2l's.
-#include "nn/transformer.h"
+#include "nabla/nn/transformer.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/error.h"
-#include "ops/activation.h"
-#include "ops/arithmetic.h"
-#include "ops/unary.h"
+#include "nabla/core/error.h"
+#include "nabla/ops/activation.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla::nn {
 

@@ -8,12 +8,12 @@
 #include <memory>
 #include <vector>
 
-#include "nn/container.h"
-#include "nn/layers.h"
-#include "nn/linear.h"
-#include "nn/module.h"
-#include "nn/multihead_attention.h"
-#include "nn/positional_encoding.h"
+#include "nabla/nn/container.h"
+#include "nabla/nn/layers.h"
+#include "nabla/nn/linear.h"
+#include "nabla/nn/module.h"
+#include "nabla/nn/multihead_attention.h"
+#include "nabla/nn/positional_encoding.h"
 
 namespace nabla::nn {
 

@@ -1,20 +1,20 @@
 // Vision Transformer: patch embedding, CLS token, learned positions, pre-norm blocks, head; and
 // bilinear position-embedding interpolation.
-#include "nn/vit.h"
+#include "nabla/nn/vit.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "nn/init.h"
-#include "ops/arithmetic.h"
-#include "ops/linalg.h"
-#include "ops/linear.h"
-#include "ops/patches.h"
-#include "ops/shape.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/nn/init.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/linalg.h"
+#include "nabla/ops/linear.h"
+#include "nabla/ops/patches.h"
+#include "nabla/ops/shape.h"
 
 namespace nabla::nn {
 namespace {

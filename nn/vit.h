@@ -9,11 +9,11 @@
 #include <memory>
 #include <vector>
 
-#include "nn/container.h"
-#include "nn/layers.h"
-#include "nn/linear.h"
-#include "nn/module.h"
-#include "nn/transformer.h"
+#include "nabla/nn/container.h"
+#include "nabla/nn/layers.h"
+#include "nabla/nn/linear.h"
+#include "nabla/nn/module.h"
+#include "nabla/nn/transformer.h"
 
 namespace nabla::nn {
 

@@ -2,21 +2,21 @@
 // kernel is itself a recorded op (gelu_backward) whose backward uses primitive ops, so gradients
 // of any order work. gelu_composite is its twin built from primitive ops. The reference kernels
 // below are plain loops over gelu_math's formulas; the tuned ones are in ops/kernels/gelu.*.
-#include "ops/activation.h"
+#include "nabla/ops/activation.h"
 
 #include <cmath>
 #include <numbers>
 #include <type_traits>
 
-#include "core/autograd.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/gelu_math.h"
-#include "ops/kernel_helpers.h"
-#include "ops/kernels/gelu.h"
-#include "ops/kernels/kernels.h"
-#include "ops/pointwise.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/gelu_math.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/kernels/gelu.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/pointwise.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla {
 using namespace gelu_math;  // NOLINT(google-build-using-namespace): the per-element formulas

@@ -1,6 +1,6 @@
 // Smooth activations: GELU (exact and tanh-approximated, fused, with a composite twin) and SiLU.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

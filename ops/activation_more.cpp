@@ -1,20 +1,20 @@
 // More elementwise activations. Each backward is written with ops, so gradients of gradients
 // work. Formulas and the conventions at kinks follow PyTorch's (aten/src/ATen/native/
 // Activation.cpp and tools/autograd/derivatives.yaml); the stable forms are cited per op.
-#include "ops/activation_more.h"
+#include "nabla/ops/activation_more.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/kernel_helpers.h"
-#include "ops/pointwise.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/pointwise.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla {
 

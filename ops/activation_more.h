@@ -2,7 +2,7 @@
 // mish, hardtanh, log_sigmoid, and the numerically careful log1p and expm1. Float32/float64;
 // every backward is written with ops (gradients of any order).
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

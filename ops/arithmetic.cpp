@@ -1,15 +1,15 @@
 // Arithmetic ops. Backward formulas return gradients in the output's (broadcast) shape; the
 // engine sums them down to each input's shape.
-#include "ops/arithmetic.h"
+#include "nabla/ops/arithmetic.h"
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/inspect/instrument.h"
-#include "ops/compare.h"
-#include "ops/kernel_helpers.h"
-#include "ops/pointwise.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/pointwise.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla {
 

@@ -1,7 +1,7 @@
 // Arithmetic with NumPy broadcasting: add sub mul div neg pow, their scalar forms and operators,
 // and the in-place add_ sub_ mul_ div_.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

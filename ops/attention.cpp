@@ -14,7 +14,7 @@
 // q, q, k, v. For heads split off a projection, (B, H, L, d) views of (B, L, H, d) memory, the
 // output then merges back into (B, L, E) as a free view, and the gradients reach the projection
 // without a copy.
-#include "ops/attention.h"
+#include "nabla/ops/attention.h"
 
 #include <fmt/format.h>
 
@@ -23,20 +23,20 @@
 #include <numeric>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/dropout.h"
-#include "ops/gemm.h"
-#include "ops/kernels/attention.h"
-#include "ops/kernels/kernels.h"
-#include "ops/linalg.h"
-#include "ops/math_constants.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/dropout.h"
+#include "nabla/ops/gemm.h"
+#include "nabla/ops/kernels/attention.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/linalg.h"
+#include "nabla/ops/math_constants.h"
+#include "nabla/ops/pointwise.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/softmax.h"
 
 namespace nabla {
 namespace {

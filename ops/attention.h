@@ -7,8 +7,8 @@
 #pragma once
 #include <optional>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "nabla/core/generator.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <memory>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "ops/pool.h"
-#include "ops/pool_layout.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/pool.h"
+#include "nabla/ops/pool_layout.h"
 
 namespace nabla {
 namespace {

@@ -1,9 +1,9 @@
 // Comparisons and logical ops. Outputs are bool and carry no autograd history.
-#include "ops/compare.h"
+#include "nabla/ops/compare.h"
 
-#include "core/inspect/cuts.h"
-#include "core/inspect/instrument.h"
-#include "ops/kernel_helpers.h"
+#include "nabla/core/inspect/cuts.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/kernel_helpers.h"
 
 namespace nabla {
 namespace {

@@ -1,6 +1,6 @@
 // Comparisons (-> bool, not differentiable) and logical ops on bool tensors.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

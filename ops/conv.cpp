@@ -1,7 +1,7 @@
 // Convolutions: conv1d and conv2d (one op on a 4-D view: conv1d is the H = 1 case), their
 // reference kernel (the sum over taps as a plain loop) and the composite twin over unfold and
 // matmul. The tuned kernels (per-sample im2col + GEMM) are in ops/kernels/conv.*.
-#include "ops/conv.h"
+#include "nabla/ops/conv.h"
 
 #include <fmt/format.h>
 
@@ -9,14 +9,14 @@
 #include <climits>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/kernels/conv.h"
-#include "ops/kernels/kernels.h"
-#include "ops/linalg.h"
-#include "ops/reduce.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/kernels/conv.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/linalg.h"
+#include "nabla/ops/reduce.h"
 
 namespace nabla {
 namespace {

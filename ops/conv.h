@@ -5,8 +5,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/tensor.h"
-#include "ops/window_args.h"
+#include "nabla/core/tensor.h"
+#include "nabla/ops/window_args.h"
 
 namespace nabla {
 

@@ -5,7 +5,7 @@
 // kernel (below, with the math) or the tuned one (ops/kernels/cross_entropy.h, bitwise the same;
 // NABLA_KERNELS=reference picks the former); its backward is a kernel too, written with ops when
 // grad mode is on (create_graph). nll_loss is a plain loop with an ops backward.
-#include "ops/loss.h"
+#include "nabla/ops/loss.h"
 
 #include <fmt/format.h>
 
@@ -13,20 +13,20 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/kernel_helpers.h"
-#include "ops/kernels/cross_entropy.h"
-#include "ops/kernels/kernels.h"
-#include "ops/loss_common.h"
-#include "ops/math_constants.h"
-#include "ops/reduce.h"
-#include "ops/row_layout.h"
-#include "ops/softmax.h"
-#include "ops/unary.h"
-#include "ops/vec_math.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/kernels/cross_entropy.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/loss_common.h"
+#include "nabla/ops/math_constants.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/row_layout.h"
+#include "nabla/ops/softmax.h"
+#include "nabla/ops/unary.h"
+#include "nabla/ops/vec_math.h"
 
 namespace nabla {
 using kernels::RowLayout;

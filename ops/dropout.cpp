@@ -1,17 +1,17 @@
 // dropout. The mask is saved as a bool tensor (1 byte per element) rather than a float one.
 // The tuned kernels (vectorised Philox words, vectorised loops) are in ops/kernels/dropout.*.
-#include "ops/dropout.h"
+#include "nabla/ops/dropout.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/kernels/dropout.h"
-#include "ops/kernels/kernels.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/kernels/dropout.h"
+#include "nabla/ops/kernels/kernels.h"
 
 namespace nabla {
 

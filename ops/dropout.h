@@ -1,7 +1,7 @@
 // Inverted dropout with a reproducible, parallel mask from a counter-based Generator.
 #pragma once
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "nabla/core/generator.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -1,17 +1,17 @@
 // Embedding: a fused row gather (forward) and row scatter-add (backward), plus its composite twin
 // built from index_select, which tests/ops/test_embedding_patches.cpp checks it against.
-#include "ops/embedding.h"
+#include "nabla/ops/embedding.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "ops/indexing.h"
-#include "ops/shape.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/indexing.h"
+#include "nabla/ops/shape.h"
 
 namespace nabla {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "ops/activation.h"
+#include "nabla/ops/activation.h"
 
 namespace nabla::gelu_math {
 

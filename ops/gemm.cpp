@@ -14,7 +14,7 @@
 // thread count, and OpenBLAS never threads a call, so the result does not depend on it. The
 // smallest product worth splitting and the alignment of the split points depend on the machine
 // (core/machine.h).
-#include "ops/gemm.h"
+#include "nabla/ops/gemm.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -22,10 +22,10 @@
 #include <algorithm>
 #include <climits>
 
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "core/machine.h"
-#include "core/parallel.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/machine.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla::blas {
 namespace {

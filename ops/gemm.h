@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::blas {
 

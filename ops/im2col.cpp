@@ -2,13 +2,13 @@
 // as recorded ops over it. unfold (im2col) and fold (col2im) are each other's adjoint and
 // backward, so anything built from them (conv2d_composite, the convolution's backward under
 // create_graph) is differentiable to any order.
-#include "ops/im2col.h"
+#include "nabla/ops/im2col.h"
 
 #include <fmt/format.h>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/parallel.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -2,18 +2,18 @@
 // backward is the other, so gradients of gradients work. Index values are validated before any
 // kernel runs; kernels that add into an output parallelise only over positions that cannot
 // collide, so duplicate indices are summed deterministically.
-#include "ops/indexing.h"
+#include "nabla/ops/indexing.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/copy.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "ops/shape.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/copy.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/shape.h"
 
 namespace nabla {
 namespace {

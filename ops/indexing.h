@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -1,19 +1,19 @@
 // clamp by tensors, lerp and atan2. Each backward is written with ops (gradients of any order);
 // masks are constants of the backward computed from saved tensors.
-#include "ops/interpolation.h"
+#include "nabla/ops/interpolation.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/kernel_helpers.h"
-#include "ops/pointwise.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/pointwise.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla {
 

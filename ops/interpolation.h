@@ -1,7 +1,7 @@
 // Elementwise ops of two or three tensors: clamp by tensor bounds, lerp, atan2. All broadcast like
 // PyTorch; clamp also takes int64, lerp and atan2 float32/float64.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

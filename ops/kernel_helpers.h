@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "core/error.h"
-#include "core/strided_loop.h"
-#include "core/tensor.h"
+#include "nabla/core/error.h"
+#include "nabla/core/strided_loop.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::kernels {
 

@@ -5,7 +5,7 @@
 // row at a time in double: the code to study, and the oracle of the tests), the backward node and
 // the forward; the tuned kernels (ops/kernels/layer_norm.h: float32 in float SIMD lanes,
 // per-thread column sums) run unless NABLA_KERNELS=reference (ops/kernels/kernels.h).
-#include "ops/layer_norm.h"
+#include "nabla/ops/layer_norm.h"
 
 #include <fmt/format.h>
 
@@ -13,13 +13,13 @@
 #include <cmath>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/kernels/kernels.h"
-#include "ops/kernels/layer_norm.h"
-#include "ops/reduce.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/kernels/layer_norm.h"
+#include "nabla/ops/reduce.h"
 
 namespace nabla {
 namespace {

@@ -1,6 +1,6 @@
 // layer_norm over the trailing dims (fused forward and backward kernels) and its composite twin.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

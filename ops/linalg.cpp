@@ -1,15 +1,15 @@
 // matmul. Transposed operands are passed to BLAS as transpose flags, never copied; only a
 // layout BLAS cannot express (e.g. a slice with a step in both dims) is made contiguous first.
-#include "ops/linalg.h"
+#include "nabla/ops/linalg.h"
 
 #include <fmt/format.h>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "core/strided_loop.h"
-#include "ops/gemm.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/core/strided_loop.h"
+#include "nabla/ops/gemm.h"
 
 namespace nabla {
 namespace {

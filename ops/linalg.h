@@ -1,6 +1,6 @@
 // Matrix products with PyTorch's matmul semantics.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

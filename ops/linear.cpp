@@ -3,24 +3,24 @@
 // BLAS as a transpose flag, so neither the forward nor the backward copies weight. The reference
 // kernels here are plain loops; the tuned ones (bias in the GEMM, per-thread blocks) are in
 // ops/kernels/linear.*.
-#include "ops/linear.h"
+#include "nabla/ops/linear.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/activation.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/gelu_math.h"
-#include "ops/kernels/kernels.h"
-#include "ops/kernels/linear.h"
-#include "ops/linalg.h"
-#include "ops/reduce.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/activation.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/gelu_math.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/kernels/linear.h"
+#include "nabla/ops/linalg.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla {
 

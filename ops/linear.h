@@ -1,6 +1,6 @@
 // linear: the affine map of nn.Linear, as one GEMM.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

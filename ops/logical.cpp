@@ -1,13 +1,13 @@
 // any/all count the true elements with an int64 sum (the reduction kernel every sum uses), so
 // they share its dim checks and parallel loop. No autograd: the results are bool.
-#include "ops/logical.h"
+#include "nabla/ops/logical.h"
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "ops/compare.h"
-#include "ops/kernel_helpers.h"
-#include "ops/reduce.h"
+#include "nabla/core/autograd.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/reduce.h"
 
 namespace nabla {
 

@@ -2,7 +2,7 @@
 // composite twins. Per-position losses and all sums are computed in double; the backwards are
 // written with ops, so they are differentiable. The class-indexed losses are in
 // ops/cross_entropy.cpp.
-#include "ops/loss.h"
+#include "nabla/ops/loss.h"
 
 #include <fmt/format.h>
 
@@ -10,15 +10,15 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "ops/arithmetic.h"
-#include "ops/kernel_helpers.h"
-#include "ops/loss_common.h"
-#include "ops/reduce.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/loss_common.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla {
 using loss_detail::check_pair;

@@ -1,7 +1,7 @@
 // Losses with PyTorch's semantics: cross_entropy (fused with log_softmax), nll_loss, mse_loss and
 // binary_cross_entropy_with_logits, plus composite twins built from primitive ops for the tests.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -6,11 +6,11 @@
 
 #include <vector>
 
-#include "core/error.h"
-#include "ops/arithmetic.h"
-#include "ops/kernel_helpers.h"
-#include "ops/loss.h"
-#include "ops/reduce.h"
+#include "nabla/core/error.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/loss.h"
+#include "nabla/ops/reduce.h"
 
 namespace nabla::loss_detail {
 

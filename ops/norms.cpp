@@ -1,7 +1,7 @@
 // batch_norm, group_norm, rms_norm. batch_norm and rms_norm are written with ops (their
 // backward, double backward included, comes from the engine); group_norm normalises through
 // layer_norm's fused kernels on a (N, G, C/G * spatial) view, with a composite twin for tests.
-#include "ops/norms.h"
+#include "nabla/ops/norms.h"
 
 #include <fmt/format.h>
 
@@ -9,12 +9,12 @@
 #include <limits>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/layer_norm.h"
-#include "ops/reduce.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/layer_norm.h"
+#include "nabla/ops/reduce.h"
 
 namespace nabla {
 namespace {

@@ -2,7 +2,7 @@
 #pragma once
 #include <optional>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

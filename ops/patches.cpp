@@ -1,13 +1,13 @@
 // Image patches. patchify/unpatchify are reshapes and permutes: their backward comes from the
 // views. unfold and fold check their arguments here and run on the window geometry of
 // ops/im2col.h, where they are recorded as each other's backward.
-#include "ops/patches.h"
+#include "nabla/ops/patches.h"
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/im2col.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/im2col.h"
 
 namespace nabla {
 

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

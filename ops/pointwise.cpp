@@ -1,17 +1,17 @@
 // Pointwise math and selection. Every backward is written with ops (so gradients of gradients
 // work); masks and tie weights are constants of the backward, computed from saved tensors.
-#include "ops/pointwise.h"
+#include "nabla/ops/pointwise.h"
 
 #include <cmath>
 #include <limits>
 #include <numbers>
 
-#include "core/autograd.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/kernel_helpers.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla {
 

@@ -7,13 +7,13 @@
 #include <limits>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "ops/indexing.h"
-#include "ops/pool.h"
-#include "ops/pool_layout.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/indexing.h"
+#include "nabla/ops/pool.h"
+#include "nabla/ops/pool_layout.h"
 
 namespace nabla {
 

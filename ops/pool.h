@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/tensor.h"
-#include "ops/window_args.h"
+#include "nabla/core/tensor.h"
+#include "nabla/ops/window_args.h"
 
 namespace nabla {
 

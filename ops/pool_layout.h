@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -1,13 +1,13 @@
-#include "ops/reduce.h"
+#include "nabla/ops/reduce.h"
 
 #include <fmt/format.h>
 
-#include "core/autograd.h"
-#include "core/broadcast.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/row_layout.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/broadcast.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/row_layout.h"
 
 namespace nabla {
 

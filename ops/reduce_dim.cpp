@@ -1,16 +1,16 @@
 // max/min/argmax/argmin (selecting reductions) and cumsum. Backward formulas are written with ops
 // (where, eq, reshape, the scans themselves), so gradients of gradients work.
-#include "ops/reduce_dim.h"
+#include "nabla/ops/reduce_dim.h"
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/pointwise.h"
-#include "ops/row_layout.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/pointwise.h"
+#include "nabla/ops/row_layout.h"
 
 namespace nabla {
 namespace {

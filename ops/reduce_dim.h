@@ -2,7 +2,7 @@
 // elements), argmax argmin, cumsum. NaN counts as larger (and smaller) than every number, like
 // PyTorch: a row with a NaN reduces to that NaN.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

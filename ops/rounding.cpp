@@ -1,14 +1,14 @@
 // Rounding and remainders. The rounding ops are piecewise constant: their gradient is zero, as
 // in PyTorch (tools/autograd/derivatives.yaml). fmod/remainder backward is written with ops; the
 // quotient it needs is piecewise constant, so it is computed as a constant of the backward.
-#include "ops/rounding.h"
+#include "nabla/ops/rounding.h"
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/kernel_helpers.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/kernel_helpers.h"
 
 namespace nabla {
 

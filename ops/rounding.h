@@ -1,7 +1,7 @@
 // Rounding and division remainders, as PyTorch: floor, ceil, round (half to even), fmod (the sign
 // of the dividend, C's fmod) and remainder (the sign of the divisor, Python's %).
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "nabla/core/error.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::kernels {
 

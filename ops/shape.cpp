@@ -1,18 +1,18 @@
 // Shape ops that copy data. Every backward is written with other differentiable ops (narrow,
 // expand/sum, pad, tril/triu, index_select), so gradients of gradients work throughout.
-#include "ops/shape.h"
+#include "nabla/ops/shape.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/copy.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "ops/indexing.h"
-#include "ops/kernel_helpers.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/copy.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/indexing.h"
+#include "nabla/ops/kernel_helpers.h"
 
 namespace nabla {
 namespace {

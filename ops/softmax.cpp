@@ -8,25 +8,25 @@
 // kernel differ only in the order of their sums). Each backward runs a kernel, except when grad
 // mode is on (create_graph), where the same formula is written with ops so that higher
 // derivatives work.
-#include "ops/softmax.h"
+#include "nabla/ops/softmax.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/kernels/kernels.h"
-#include "ops/kernels/softmax.h"
-#include "ops/math_constants.h"
-#include "ops/reduce.h"
-#include "ops/row_layout.h"
-#include "ops/unary.h"
-#include "ops/vec_math.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/kernels/softmax.h"
+#include "nabla/ops/math_constants.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/row_layout.h"
+#include "nabla/ops/unary.h"
+#include "nabla/ops/vec_math.h"
 
 namespace nabla {
 using kernels::RowLayout;

@@ -2,7 +2,7 @@
 // with hand-written backward kernels), and their composite twins built from primitive ops, kept
 // as references the tests compare the fused versions against.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

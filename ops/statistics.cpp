@@ -1,19 +1,19 @@
 // var, std, logsumexp, norm. Forward kernels reduce contiguous rows (see row_layout.h) and
 // accumulate in double. Backward formulas are written with ops, so gradients of gradients work;
 // masks that guard a division are constants of the backward.
-#include "ops/statistics.h"
+#include "nabla/ops/statistics.h"
 
-#include "core/autograd.h"
-#include "core/inspect/instrument.h"
-#include "core/parallel.h"
-#include "core/strided_loop.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/math_constants.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
-#include "ops/row_layout.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
+#include "nabla/core/strided_loop.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/math_constants.h"
+#include "nabla/ops/pointwise.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/row_layout.h"
+#include "nabla/ops/unary.h"
 
 namespace nabla {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

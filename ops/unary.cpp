@@ -1,13 +1,13 @@
 // Elementwise math. Each backward is written with ops, so gradients of gradients work.
-#include "ops/unary.h"
+#include "nabla/ops/unary.h"
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/inspect/instrument.h"
-#include "ops/arithmetic.h"
-#include "ops/compare.h"
-#include "ops/kernel_helpers.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/instrument.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
+#include "nabla/ops/kernel_helpers.h"
 
 namespace nabla {
 

@@ -1,6 +1,6 @@
 // Elementwise math and the basic activations: exp log sqrt abs sign tanh sigmoid relu.
 #pragma once
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 

@@ -12,7 +12,7 @@
 // branch-free, vectorised loop. NOTE: both files are compiled with -ffp-contract=off (no fused
 // multiply-adds), so every build computes exactly the formulas above and the two kernels agree
 // bit for bit, and with -fno-math-errno, without which GCC does not vectorise std::sqrt.
-#include "optim/adam.h"
+#include "nabla/optim/adam.h"
 
 #include <fmt/format.h>
 
@@ -20,9 +20,9 @@
 #include <cmath>
 #include <type_traits>
 
-#include "core/error.h"
-#include "ops/kernels/kernels.h"
-#include "optim/kernels/adam.h"
+#include "nabla/core/error.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/optim/kernels/adam.h"
 
 namespace nabla::optim {
 

@@ -1,12 +1,12 @@
 // Gradient clipping. Norms accumulate in float64 whatever the gradient dtype.
-#include "optim/clip_grad.h"
+#include "nabla/optim/clip_grad.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/error.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
 
 namespace nabla::optim {
 

@@ -7,9 +7,9 @@
 #include <limits>
 #include <numbers>
 
-#include "core/error.h"
-#include "optim/lr_scheduler.h"
-#include "optim/scheduler_state.h"
+#include "nabla/core/error.h"
+#include "nabla/optim/lr_scheduler.h"
+#include "nabla/optim/scheduler_state.h"
 
 namespace nabla::optim {
 

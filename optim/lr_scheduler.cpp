@@ -1,7 +1,7 @@
 // Learning-rate schedules: the LRScheduler base and the epoch-based schedules. Each get_lr() is a
 // line-by-line port of PyTorch 1.13's (the recursive forms read the optimizer's current lr), and
 // each closed_form_lr() of its _get_closed_form_lr.
-#include "optim/lr_scheduler.h"
+#include "nabla/optim/lr_scheduler.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "core/error.h"
-#include "optim/scheduler_state.h"
+#include "nabla/core/error.h"
+#include "nabla/optim/scheduler_state.h"
 
 namespace nabla::optim {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "nabla/optim/optimizer.h"
 
 namespace nabla::optim {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/parallel.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla::optim {
 

@@ -1,5 +1,5 @@
 // optim::Optimizer: parameter groups, the step loop, and the flat state_dict.
-#include "optim/optimizer.h"
+#include "nabla/optim/optimizer.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <set>
 
-#include "core/autograd.h"
-#include "core/error.h"
-#include "core/inspect/instrument.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/instrument.h"
 
 namespace nabla::optim {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safetensors.h"
-#include "core/tensor.h"
+#include "nabla/core/io/safetensors.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::optim {
 

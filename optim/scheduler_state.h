@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "optim/optimizer.h"
+#include "nabla/core/error.h"
+#include "nabla/optim/optimizer.h"
 
 namespace nabla::optim::detail {
 

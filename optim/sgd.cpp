@@ -4,12 +4,12 @@
 //   g = g + momentum * b (nesterov) | b
 //   p = p - lr * g
 // State: "momentum_buffer" (only when momentum != 0).
-#include "optim/sgd.h"
+#include "nabla/optim/sgd.h"
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/parallel.h"
+#include "nabla/core/error.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla::optim {
 

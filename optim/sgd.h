@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "nabla/optim/optimizer.h"
 
 namespace nabla::optim {
 

@@ -3,8 +3,8 @@
 # from ops, nn, optim or data; ops only core; nn only ops and core; optim only ops and core; data
 # only core; no layer includes nabla.h or examples/. Also: only ops/gemm.cpp (GEMM) and
 # core/parallel.cpp (OpenBLAS's thread count) include cblas.h.
-# The CMake targets cannot enforce this themselves: every layer's includes are written from the
-# repository root ("core/tensor.h"), so that root is every layer's include directory.
+# The CMake targets cannot enforce this themselves: every layer's includes are written as
+# "nabla/<layer>/...", and one include directory (build/include/nabla -> the repository root) serves all.
 #   check-layering.sh [source dir]   check the tree (default: this script's repository)
 #   check-layering.sh --self-test    check that each kind of wrong include is caught
 set -euo pipefail
@@ -34,6 +34,7 @@ check() {
       fi
       [[ $text =~ \#[[:space:]]*include[[:space:]]*[\<\"]([^\>\"]+)[\>\"] ]] || continue
       target=${BASH_REMATCH[1]}
+      target=${target#nabla/}
       case $target in
         nabla.h | examples/*)
           echo "$file:$line: $layer includes $target: a layer includes only the layers below it"
@@ -58,25 +59,25 @@ self_test() {
   trap 'rm -rf "$tmp"' RETURN
   # Each case: a file, the include it gets, and whether the check must refuse it.
   local cases=(
-    "core/a.h|#include \"ops/softmax.h\"|refuse"
-    "core/a.cpp|#include \"nn/module.h\"|refuse"
-    "ops/a.cpp|#include \"nn/linear.h\"|refuse"
-    "ops/a.cpp|#include \"data/idx.h\"|refuse"
-    "nn/a.cpp|#include \"optim/sgd.h\"|refuse"
-    "nn/a.cpp|#include \"data/text.h\"|refuse"
-    "optim/a.h|#include \"nn/module.h\"|refuse"
-    "data/a.cpp|#include \"ops/reduce.h\"|refuse"
-    "data/a.cpp|#include <nn/module.h>|refuse"
-    "ops/a.cpp|#include \"nabla.h\"|refuse"
+    "core/a.h|#include \"nabla/ops/softmax.h\"|refuse"
+    "core/a.cpp|#include \"nabla/nn/module.h\"|refuse"
+    "ops/a.cpp|#include \"nabla/nn/linear.h\"|refuse"
+    "ops/a.cpp|#include \"nabla/data/idx.h\"|refuse"
+    "nn/a.cpp|#include \"nabla/optim/sgd.h\"|refuse"
+    "nn/a.cpp|#include \"nabla/data/text.h\"|refuse"
+    "optim/a.h|#include \"nabla/nn/module.h\"|refuse"
+    "data/a.cpp|#include \"nabla/ops/reduce.h\"|refuse"
+    "data/a.cpp|#include <nabla/nn/module.h>|refuse"
+    "ops/a.cpp|#include \"nabla/nabla.h\"|refuse"
     "nn/a.cpp|#include \"examples/common/cli.h\"|refuse"
     "ops/a.cpp|#include <cblas.h>|refuse"
-    "ops/a.cpp|  #  include \"nn/linear.h\"|refuse"
+    "ops/a.cpp|  #  include \"nabla/nn/linear.h\"|refuse"
     "ops/gemm.cpp|#include <cblas.h>|accept"
     "core/parallel.cpp|#include <cblas.h>|accept"
-    "ops/a.cpp|#include \"core/tensor.h\"|accept"
-    "nn/a.cpp|#include \"ops/linear.h\"|accept"
-    "optim/a.cpp|#include \"ops/reduce.h\"|accept"
-    "data/a.cpp|#include \"core/tensor.h\"|accept"
+    "ops/a.cpp|#include \"nabla/core/tensor.h\"|accept"
+    "nn/a.cpp|#include \"nabla/ops/linear.h\"|accept"
+    "optim/a.cpp|#include \"nabla/ops/reduce.h\"|accept"
+    "data/a.cpp|#include \"nabla/core/tensor.h\"|accept"
     "core/a.cpp|#include <vector>|accept"
   )
   local c file include expect got

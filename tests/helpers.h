@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "nabla.h"
+#include "nabla/nabla.h"
 
 namespace nabla::test {
 

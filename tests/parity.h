@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "core/io/safetensors.h"
+#include "nabla/core/io/safetensors.h"
 #include "tests/helpers.h"
 
 namespace nabla::test {

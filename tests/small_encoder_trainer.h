@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "nabla.h"
+#include "nabla/nabla.h"
 
 namespace nabla::test {
 

@@ -1,5 +1,5 @@
 // CutRecorder: notes where gradient paths end, and explains afterwards (see cuts.h).
-#include "core/inspect/cuts.h"
+#include "nabla/core/inspect/cuts.h"
 
 #include <cxxabi.h>
 #include <fmt/format.h>
@@ -9,8 +9,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/autograd.h"
-#include "core/inspect/scope.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/scope.h"
 
 namespace nabla::inspect {
 

@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla {
 class Node;

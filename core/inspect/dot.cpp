@@ -1,5 +1,5 @@
 // DOT text for an autograd graph (see dot.h).
-#include "core/inspect/dot.h"
+#include "nabla/core/inspect/dot.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <optional>
 #include <variant>
 
-#include "core/error.h"
-#include "core/inspect/scope.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/scope.h"
 
 namespace nabla::inspect {
 

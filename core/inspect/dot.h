@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/graph.h"
+#include "nabla/core/inspect/graph.h"
 
 namespace nabla::inspect {
 

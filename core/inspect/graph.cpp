@@ -1,5 +1,5 @@
 // export_graph and GradientProbe (see graph.h).
-#include "core/inspect/graph.h"
+#include "nabla/core/inspect/graph.h"
 
 #include <fmt/format.h>
 
@@ -8,9 +8,9 @@
 #include <tuple>
 #include <unordered_set>
 
-#include "core/autograd.h"
-#include "core/copy.h"
-#include "core/error.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/copy.h"
+#include "nabla/core/error.h"
 
 namespace nabla::inspect {
 

@@ -1,6 +1,6 @@
 // The out-of-line half of the instrumentation points: a per-thread stack of open events (for
 // nesting and self time), and the hand-off of finished events to the tools that are on.
-#include "core/inspect/instrument.h"
+#include "nabla/core/inspect/instrument.h"
 
 #include <fmt/format.h>
 
@@ -12,13 +12,13 @@
 #include <memory>
 #include <unordered_set>
 
-#include "core/allocator.h"
-#include "core/autograd.h"
-#include "core/broadcast.h"
-#include "core/error.h"
-#include "core/inspect/memory_ledger.h"
-#include "core/inspect/profiler.h"
-#include "core/inspect/trace.h"
+#include "nabla/core/allocator.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/broadcast.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/memory_ledger.h"
+#include "nabla/core/inspect/profiler.h"
+#include "nabla/core/inspect/trace.h"
 
 namespace nabla::inspect {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::inspect {
 

@@ -1,6 +1,6 @@
 // The memory ledger: classifies the allocator's live storages by walking what holds them.
-#include "core/inspect/memory_ledger.h"
-#include "core/inspect/scope.h"
+#include "nabla/core/inspect/memory_ledger.h"
+#include "nabla/core/inspect/scope.h"
 
 #include <fmt/format.h>
 
@@ -10,9 +10,9 @@
 #include <thread>
 #include <unordered_set>
 
-#include "core/allocator.h"
-#include "core/autograd.h"
-#include "core/error.h"
+#include "nabla/core/allocator.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/error.h"
 
 namespace nabla::inspect {
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/inspect/instrument.h"
+#include "nabla/core/inspect/instrument.h"
 
 namespace nabla::inspect {
 

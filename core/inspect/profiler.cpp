@@ -1,5 +1,5 @@
 // The profiler's session (per-thread event buffers) and what a Profile computes from its events.
-#include "core/inspect/profiler.h"
+#include "nabla/core/inspect/profiler.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::inspect {
 namespace {

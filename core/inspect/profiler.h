@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/instrument.h"
+#include "nabla/core/inspect/instrument.h"
 
 namespace nabla::inspect {
 

@@ -1,5 +1,5 @@
 // render_dot / write_graph through Graphviz's gvc and cgraph (see render.h).
-#include "core/inspect/render.h"
+#include "nabla/core/inspect/render.h"
 
 #include <fmt/format.h>
 #include <gvc.h>
@@ -10,7 +10,7 @@
 #include <memory>
 #include <mutex>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::inspect {
 

@@ -1,5 +1,5 @@
 // gradient_report (see report.h).
-#include "core/inspect/report.h"
+#include "nabla/core/inspect/report.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/copy.h"
-#include "core/error.h"
-#include "core/inspect/graph.h"
+#include "nabla/core/copy.h"
+#include "nabla/core/error.h"
+#include "nabla/core/inspect/graph.h"
 
 namespace nabla::inspect {
 

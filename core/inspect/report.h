@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/inspect/cuts.h"
-#include "core/tensor.h"
+#include "nabla/core/inspect/cuts.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::inspect {
 

@@ -1,5 +1,5 @@
 // The thread-local current module scope (see scope.h).
-#include "core/inspect/scope.h"
+#include "nabla/core/inspect/scope.h"
 
 #include <utility>
 

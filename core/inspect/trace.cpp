@@ -1,5 +1,5 @@
 // The backward trace's session and its two printed forms.
-#include "core/inspect/trace.h"
+#include "nabla/core/inspect/trace.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::inspect {
 namespace {

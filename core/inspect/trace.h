@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect/instrument.h"
+#include "nabla/core/inspect/instrument.h"
 
 namespace nabla::inspect {
 

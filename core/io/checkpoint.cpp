@@ -1,6 +1,6 @@
 // io::Checkpoint: sections of named tensors and typed scalars in one safetensors file. The
 // metadata encoding and the validation rules are described in checkpoint.h.
-#include "core/io/checkpoint.h"
+#include "nabla/core/io/checkpoint.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,8 +14,8 @@
 #include <set>
 #include <string_view>
 
-#include "core/error.h"
-#include "core/parallel.h"
+#include "nabla/core/error.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla::io {
 

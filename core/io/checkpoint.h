@@ -35,8 +35,8 @@
 #include <variant>
 #include <vector>
 
-#include "core/generator.h"
-#include "core/io/safetensors.h"
+#include "nabla/core/generator.h"
+#include "nabla/core/io/safetensors.h"
 
 namespace nabla::io {
 

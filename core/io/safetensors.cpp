@@ -1,4 +1,4 @@
-#include "core/io/safetensors.h"
+#include "nabla/core/io/safetensors.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::io {
 

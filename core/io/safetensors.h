@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::io {
 

@@ -8,7 +8,7 @@
 
 #include "examples/autograd_tour/tour.h"
 #include "examples/common/plot.h"
-#include "nabla.h"
+#include "nabla/nabla.h"
 
 namespace nabla::tour {
 namespace {

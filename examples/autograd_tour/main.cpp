@@ -15,7 +15,7 @@
 #include "examples/autograd_tour/tour.h"
 #include "examples/common/cli.h"
 #include "examples/common/progress.h"
-#include "nabla.h"
+#include "nabla/nabla.h"
 
 using namespace nabla;
 

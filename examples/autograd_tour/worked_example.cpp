@@ -9,10 +9,10 @@
 #include <iostream>
 #include <map>
 
-#include "core/inspect/dot.h"
-#include "core/inspect/render.h"
 #include "examples/autograd_tour/tour.h"
-#include "nabla.h"
+#include "nabla/core/inspect/dot.h"
+#include "nabla/core/inspect/render.h"
+#include "nabla/nabla.h"
 
 namespace nabla::tour {
 namespace {

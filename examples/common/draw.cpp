@@ -12,8 +12,8 @@
 #include <memory>
 #include <numbers>
 
-#include "core/error.h"
-#include "core/io/safetensors.h"
+#include "nabla/core/error.h"
+#include "nabla/core/io/safetensors.h"
 
 namespace nabla::viz {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
 #include "examples/common/plot.h"
 #include "examples/common/ticks.h"
+#include "nabla/core/error.h"
 
 namespace nabla::viz {
 

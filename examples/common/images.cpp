@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
 #include "examples/common/plot.h"
+#include "nabla/core/error.h"
 
 namespace nabla::viz {
 

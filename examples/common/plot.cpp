@@ -8,8 +8,8 @@
 #include <array>
 #include <cmath>
 
-#include "core/error.h"
 #include "examples/common/ticks.h"
+#include "nabla/core/error.h"
 
 namespace nabla::viz {
 

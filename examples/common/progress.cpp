@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::examples {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::viz {
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/error.h"
-#include "core/generator.h"
-#include "core/io/checkpoint.h"
 #include "examples/common/plot.h"
+#include "nabla/core/error.h"
+#include "nabla/core/generator.h"
+#include "nabla/core/io/checkpoint.h"
 
 namespace nabla::examples {
 

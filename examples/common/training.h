@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "data/dataloader.h"
-#include "nn/module.h"
-#include "optim/lr_scheduler.h"
-#include "optim/optimizer.h"
+#include "nabla/core/tensor.h"
+#include "nabla/data/dataloader.h"
+#include "nabla/nn/module.h"
+#include "nabla/optim/lr_scheduler.h"
+#include "nabla/optim/optimizer.h"
 
 namespace nabla::examples {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::examples {
 

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "data/dataloader.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
+#include "nabla/data/dataloader.h"
 
 namespace nabla::examples {
 

@@ -1,7 +1,7 @@
 // A differentiable op written outside the library: softplus as an autograd::Function, checked
 // with gradcheck and gradgradcheck and used in a small training step. docs/custom-ops.md.
 #include <fmt/format.h>
-#include <nabla.h>
+#include <nabla/nabla.h>
 
 #include <cmath>
 

@@ -14,7 +14,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "nabla.h"
+#include "nabla/nabla.h"
 
 using namespace nabla;
 

@@ -19,16 +19,16 @@
 #include <filesystem>
 #include <optional>
 
-#include "data/dataloader.h"
-#include "data/tokenizer.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
 #include "examples/common/training_run.h"
 #include "examples/seq2seq_attention/tasks.h"
-#include "nabla.h"
-#include "nn/seq2seq.h"
+#include "nabla/data/dataloader.h"
+#include "nabla/data/tokenizer.h"
+#include "nabla/nabla.h"
+#include "nabla/nn/seq2seq.h"
 
 using namespace nabla;
 using data::SpecialTokens;

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/generator.h"
-#include "data/langid.h"
-#include "data/tokenizer.h"
+#include "nabla/core/generator.h"
+#include "nabla/data/langid.h"
+#include "nabla/data/tokenizer.h"
 
 namespace nabla::examples::seq2seq {
 

@@ -14,14 +14,14 @@
 #include <filesystem>
 #include <optional>
 
-#include "data/dataloader.h"
-#include "data/langid.h"
-#include "data/tokenizer.h"
 #include "examples/common/cli.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
 #include "examples/common/training_run.h"
-#include "nabla.h"
+#include "nabla/data/dataloader.h"
+#include "nabla/data/langid.h"
+#include "nabla/data/tokenizer.h"
+#include "nabla/nabla.h"
 
 using namespace nabla;
 

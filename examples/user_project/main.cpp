@@ -1,6 +1,6 @@
 // Write your own model: a small classifier trained on a few lines of data.
 #include <fmt/format.h>
-#include <nabla.h>
+#include <nabla/nabla.h>
 
 using namespace nabla;
 

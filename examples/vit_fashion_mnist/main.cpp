@@ -16,14 +16,14 @@
 #include <filesystem>
 #include <optional>
 
-#include "data/dataloader.h"
-#include "data/idx.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
 #include "examples/common/training_run.h"
-#include "nabla.h"
+#include "nabla/data/dataloader.h"
+#include "nabla/data/idx.h"
+#include "nabla/nabla.h"
 
 using namespace nabla;
 

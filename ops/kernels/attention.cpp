@@ -1,16 +1,16 @@
-#include "ops/kernels/attention.h"
+#include "nabla/ops/kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "core/generator.h"
-#include "core/machine.h"
-#include "core/parallel.h"
-#include "ops/gemm.h"
-#include "ops/math_constants.h"
-#include "ops/vec_math.h"
+#include "nabla/core/generator.h"
+#include "nabla/core/machine.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/gemm.h"
+#include "nabla/ops/math_constants.h"
+#include "nabla/ops/vec_math.h"
 
 namespace nabla::kernels {
 

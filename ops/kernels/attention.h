@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::kernels {
 

@@ -1,11 +1,11 @@
 // The convolution's tuned kernels: per-sample im2col + GEMM (ops/kernels/conv.h says why).
-#include "ops/kernels/conv.h"
+#include "nabla/ops/kernels/conv.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "core/parallel.h"
-#include "ops/gemm.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/gemm.h"
 
 namespace nabla::kernels {
 namespace {
@@ -23,7 +23,7 @@ struct WorkParts {
   int64_t count = 1, items = 0;
   explicit WorkParts(const ConvGeometry& g) : items(g.win.B * g.groups) {
     const int64_t per_item = g.out_group() * g.win.cols() * std::max<int64_t>(g.taps(), 1);
-    if (items > 1 && !in_parallel_part() && items * per_item >= kParallelGrain)
+    if (items > 1 && !in_parallel_part() && items * per_item >= parallel_grain())
       count = std::min<int64_t>(split_parts(), items);
   }
   int64_t begin(int64_t p) const { return items * p / count; }

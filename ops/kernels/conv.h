@@ -15,8 +15,8 @@
 // simulated 2 MB L2 on 1.76M lines instead of 3.62M, for 2.6% more instructions (AMD EPYC host,
 // dev build, OpenBLAS on its Haswell kernels, 1 thread).
 #pragma once
-#include "core/tensor.h"
-#include "ops/im2col.h"
+#include "nabla/core/tensor.h"
+#include "nabla/ops/im2col.h"
 
 namespace nabla {
 

@@ -1,4 +1,4 @@
-#include "ops/kernels/cross_entropy.h"
+#include "nabla/ops/kernels/cross_entropy.h"
 
 #include <algorithm>
 #include <bit>
@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/parallel.h"
-#include "ops/math_constants.h"
-#include "ops/vec_math.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/math_constants.h"
+#include "nabla/ops/vec_math.h"
 
 namespace nabla::kernels {
 namespace {

@@ -12,9 +12,9 @@
 #pragma once
 #include <vector>
 
-#include "core/tensor.h"
-#include "ops/loss.h"
-#include "ops/row_layout.h"
+#include "nabla/core/tensor.h"
+#include "nabla/ops/loss.h"
+#include "nabla/ops/row_layout.h"
 
 namespace nabla::kernels {
 

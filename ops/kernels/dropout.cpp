@@ -1,11 +1,11 @@
-#include "ops/kernels/dropout.h"
+#include "nabla/ops/kernels/dropout.h"
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <type_traits>
 
-#include "core/parallel.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla::kernels {
 namespace {

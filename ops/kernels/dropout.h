@@ -9,7 +9,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/generator.h"
+#include "nabla/core/generator.h"
 
 namespace nabla::kernels {
 

@@ -1,6 +1,6 @@
-#include "ops/kernels/gelu.h"
+#include "nabla/ops/kernels/gelu.h"
 
-#include "ops/kernel_helpers.h"
+#include "nabla/ops/kernel_helpers.h"
 
 namespace nabla::kernels {
 

@@ -9,10 +9,10 @@
 #pragma once
 #include <type_traits>
 
-#include "core/tensor.h"
-#include "ops/activation.h"
-#include "ops/gelu_math.h"
-#include "ops/vec_math.h"
+#include "nabla/core/tensor.h"
+#include "nabla/ops/activation.h"
+#include "nabla/ops/gelu_math.h"
+#include "nabla/ops/vec_math.h"
 
 namespace nabla::kernels {
 

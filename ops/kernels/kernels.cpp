@@ -1,4 +1,4 @@
-#include "ops/kernels/kernels.h"
+#include "nabla/ops/kernels/kernels.h"
 
 #include <atomic>
 #include <cstdlib>

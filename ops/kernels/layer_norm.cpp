@@ -1,11 +1,11 @@
-#include "ops/kernels/layer_norm.h"
+#include "nabla/ops/kernels/layer_norm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
 
-#include "core/parallel.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla::kernels {
 namespace {

@@ -13,7 +13,7 @@
 #pragma once
 #include <vector>
 
-#include "core/tensor.h"
+#include "nabla/core/tensor.h"
 
 namespace nabla::kernels {
 

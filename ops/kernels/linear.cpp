@@ -1,11 +1,11 @@
-#include "ops/kernels/linear.h"
+#include "nabla/ops/kernels/linear.h"
 
 #include <algorithm>
 #include <type_traits>
 
-#include "core/parallel.h"
-#include "ops/gemm.h"
-#include "ops/kernels/gelu.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/gemm.h"
+#include "nabla/ops/kernels/gelu.h"
 
 namespace nabla::kernels {
 namespace {

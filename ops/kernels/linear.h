@@ -8,8 +8,8 @@
 // linear_activation, encoder_small 57.5-60.1 -> 56.1-58.2 ms per step on one thread, peak RSS
 // 77 -> 75 MB (AMD EPYC host, commit 9c5cbee).
 #pragma once
-#include "core/tensor.h"
-#include "ops/linear.h"
+#include "nabla/core/tensor.h"
+#include "nabla/ops/linear.h"
 
 namespace nabla::kernels {
 

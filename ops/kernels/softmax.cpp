@@ -1,12 +1,12 @@
-#include "ops/kernels/softmax.h"
+#include "nabla/ops/kernels/softmax.h"
 
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
-#include "core/parallel.h"
-#include "ops/math_constants.h"
-#include "ops/vec_math.h"
+#include "nabla/core/parallel.h"
+#include "nabla/ops/math_constants.h"
+#include "nabla/ops/vec_math.h"
 
 namespace nabla::kernels {
 namespace {

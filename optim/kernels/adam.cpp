@@ -1,10 +1,10 @@
 // Built with -ffp-contract=off and -fno-math-errno, as optim/adam.cpp (optim/CMakeLists.txt).
-#include "optim/kernels/adam.h"
+#include "nabla/optim/kernels/adam.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "optim/multi_tensor.h"
+#include "nabla/optim/multi_tensor.h"
 
 namespace nabla::optim::kernels {
 namespace {

@@ -1,7 +1,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/allocator.h"
+#include "nabla/core/allocator.h"
 
 #include "tests/helpers.h"
 

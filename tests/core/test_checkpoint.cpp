@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "core/io/checkpoint.h"
+#include "nabla/core/io/checkpoint.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/io/checkpoint.h"
+#include "nabla/core/io/checkpoint.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

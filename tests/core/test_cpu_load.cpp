@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/cpu_load.h"
+#include "nabla/core/cpu_load.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

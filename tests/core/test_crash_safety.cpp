@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "core/io/safetensors.h"
+#include "nabla/core/io/safetensors.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -6,7 +6,7 @@
 #include <set>
 #include <utility>
 
-#include "ops/gemm.h"
+#include "nabla/ops/gemm.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -7,9 +7,9 @@
 #include <regex>
 #include <sstream>
 
-#include "core/inspect/dot.h"
-#include "core/inspect/graph.h"
-#include "core/inspect/render.h"
+#include "nabla/core/inspect/dot.h"
+#include "nabla/core/inspect/graph.h"
+#include "nabla/core/inspect/render.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/kernels/kernels.h"
+#include "nabla/ops/kernels/kernels.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -4,7 +4,7 @@
 #include <map>
 #include <thread>
 
-#include "core/inspect/memory_ledger.h"
+#include "nabla/core/inspect/memory_ledger.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -10,7 +10,7 @@
 #include <functional>
 #include <limits>
 
-#include "core/allocator.h"
+#include "nabla/core/allocator.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -5,7 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "core/inspect/profiler.h"
+#include "nabla/core/inspect/profiler.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -5,8 +5,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/inline_vector.h"
-#include "core/object_pool.h"
+#include "nabla/core/inline_vector.h"
+#include "nabla/core/object_pool.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

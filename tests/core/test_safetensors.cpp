@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/io/checkpoint.h"
-#include "core/io/safetensors.h"
+#include "nabla/core/io/checkpoint.h"
+#include "nabla/core/io/safetensors.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

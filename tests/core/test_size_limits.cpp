@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "core/allocator.h"
+#include "nabla/core/allocator.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -1,6 +1,6 @@
 // SmallVector (the storage of Shape): std::vector's behaviour both inline and after it spills to
 // the heap, conversions to and from std::vector, copies and moves in both modes.
-#include "core/small_vector.h"
+#include "nabla/core/small_vector.h"
 #include "tests/helpers.h"
 
 using nabla::SmallVector;

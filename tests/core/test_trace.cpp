@@ -5,7 +5,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/inspect/trace.h"
+#include "nabla/core/inspect/trace.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -5,11 +5,11 @@
 #include <fstream>
 #include <set>
 
-#include "data/dataloader.h"
-#include "data/idx.h"
-#include "data/langid.h"
-#include "data/text.h"
-#include "data/tokenizer.h"
+#include "nabla/data/dataloader.h"
+#include "nabla/data/idx.h"
+#include "nabla/data/langid.h"
+#include "nabla/data/text.h"
+#include "nabla/data/tokenizer.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

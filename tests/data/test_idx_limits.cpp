@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/idx.h"
-#include "data/text.h"
+#include "nabla/data/idx.h"
+#include "nabla/data/text.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

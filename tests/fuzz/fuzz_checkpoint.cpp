@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "core/io/checkpoint.h"
+#include "nabla/core/io/checkpoint.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace nabla;

@@ -12,7 +12,7 @@
 #include <string>
 #include <typeinfo>
 
-#include "core/error.h"
+#include "nabla/core/error.h"
 
 namespace nabla::fuzz {
 

@@ -3,7 +3,7 @@
 // non-empty, hold no control characters (ANSI escapes stripped, whitespace collapsed to single
 // spaces, none at either end), there are no more entries than "%" separators plus one, and the
 // file reader gives the same entries as the in-memory parser.
-#include "data/text.h"
+#include "nabla/data/text.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace nabla;

@@ -1,7 +1,7 @@
 // libFuzzer target: data::read_idx on arbitrary file contents, plain or gzip (the reader decides
 // by the magic bytes 1f 8b). Bad bytes must be a nabla::Error. A plain file that loads must hold
 // exactly what its bytes say: the header's dims as the shape and every data byte as one value.
-#include "data/idx.h"
+#include "nabla/data/idx.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace nabla;

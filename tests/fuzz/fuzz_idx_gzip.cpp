@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "data/idx.h"
+#include "nabla/data/idx.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace nabla;

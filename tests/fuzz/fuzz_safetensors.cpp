@@ -4,7 +4,7 @@
 // them with a nabla::Error or write a file that reads back to exactly those strings.
 #include <cstring>
 
-#include "core/io/safetensors.h"
+#include "nabla/core/io/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace nabla;

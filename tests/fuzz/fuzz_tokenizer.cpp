@@ -8,7 +8,7 @@
 #include <cstring>
 #include <map>
 
-#include "data/tokenizer.h"
+#include "nabla/data/tokenizer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace nabla;

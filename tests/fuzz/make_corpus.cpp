@@ -11,9 +11,9 @@
 #include <fstream>
 #include <iostream>
 
-#include "core/io/checkpoint.h"
-#include "core/io/safetensors.h"
-#include "core/parallel.h"
+#include "nabla/core/io/checkpoint.h"
+#include "nabla/core/io/safetensors.h"
+#include "nabla/core/parallel.h"
 
 using namespace nabla;
 namespace fs = std::filesystem;

@@ -1,8 +1,8 @@
 // Attention scoring modules and Nadaraya-Watson pooling: values against literal
 // implementations, masks, stored weights, gradcheck on every mask kind and layout, errors.
-#include "nn/attention.h"
+#include "nabla/nn/attention.h"
 
-#include "nn/attention_pooling.h"
+#include "nabla/nn/attention_pooling.h"
 #include "tests/helpers.h"
 #include "tests/nn/module_gradcheck.h"
 

@@ -2,7 +2,7 @@
 // parameter without a gradient the place its path was cut: detach, NoGradGuard, a
 // non-differentiable op (argmax, an integer cast), or never used; and the first non-finite
 // gradient in engine order for a planted log(0).
-#include "nn/inspect.h"
+#include "nabla/nn/inspect.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -3,8 +3,8 @@
 // turns a 2-layer TransformerEncoder into one box per layer.
 #include <regex>
 
-#include "core/inspect/scope.h"
-#include "nn/inspect.h"
+#include "nabla/core/inspect/scope.h"
+#include "nabla/nn/inspect.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

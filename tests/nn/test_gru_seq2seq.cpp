@@ -1,8 +1,8 @@
 // GRU (PyTorch's names, shapes, gate equations, layouts, dropout) and the Bahdanau seq2seq
 // (shapes, names, masks, step-by-step equivalence, gradcheck, greedy decoding, a small task).
-#include "nn/gru.h"
+#include "nabla/nn/gru.h"
 
-#include "nn/seq2seq.h"
+#include "nabla/nn/seq2seq.h"
 #include "tests/helpers.h"
 #include "tests/nn/module_gradcheck.h"
 

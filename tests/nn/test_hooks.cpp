@@ -1,7 +1,7 @@
 // Module hooks with PyTorch's semantics: forward pre-hooks (may replace the inputs), forward hooks
 // (may replace the outputs), full backward hooks (grad_input / grad_output, checked against
 // autograd::grad), handles that remove them, and the order across nested modules.
-#include "nn/inspect.h"
+#include "nabla/nn/inspect.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -1,4 +1,4 @@
-#include "nn/layers.h"
+#include "nabla/nn/layers.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

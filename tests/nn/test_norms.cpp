@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "core/io/checkpoint.h"
+#include "nabla/core/io/checkpoint.h"
 #include "tests/nn/module_gradcheck.h"
 #include "tests/parity.h"
 

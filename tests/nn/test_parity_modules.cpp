@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/io/checkpoint.h"
+#include "nabla/core/io/checkpoint.h"
 #include "tests/parity.h"
 
 using namespace nabla;

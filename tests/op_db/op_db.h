@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "nabla.h"
+#include "nabla/nabla.h"
 
 namespace nabla::op_db {
 
@@ -161,7 +161,7 @@ std::vector<OpInfo> conv_ops();            // ops_conv.cpp: conv.h but conv2d
 // sample values are seeded by its index in all_ops(), so moving one changes the others' values.
 OpInfo conv2d_entry();
 std::vector<OpInfo> pool_ops();  // ops_pool.cpp: pool.h
-std::vector<OpInfo> norm_ops();            // ops_norms.cpp: norms.h
+std::vector<OpInfo> norm_ops();  // ops_norms.cpp: norms.h
 const std::vector<OpInfo>& all_ops();
 
 }  // namespace nabla::op_db

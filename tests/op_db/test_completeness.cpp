@@ -103,7 +103,7 @@ void scan(const std::string& text, std::set<std::string>& names) {
 
 std::set<std::string> exported_names() {
   std::set<std::string> headers = {"core/tensor.h"};
-  static const std::regex include(R"re(^#include "(ops/\w+\.h)")re");
+  static const std::regex include(R"re(^#include "nabla/(ops/\w+\.h)")re");
   std::istringstream in(read(kRoot + "/nabla.h"));
   for (std::string line; std::getline(in, line);) {
     std::smatch m;

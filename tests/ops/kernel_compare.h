@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/kernels/kernels.h"
+#include "nabla/ops/kernels/kernels.h"
 #include "tests/helpers.h"
 
 namespace nabla::test {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/gemm.h"
+#include "nabla/ops/gemm.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "ops/kernels/kernels.h"
+#include "nabla/ops/kernels/kernels.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -1,5 +1,5 @@
 // vec_math's float32 exp and erf (used by the fused GELU kernels) against libm in float64.
-#include "ops/vec_math.h"
+#include "nabla/ops/vec_math.h"
 #include "tests/helpers.h"
 
 TEST_CASE("vec_math::exp is within a few ulp of exp over its range", "[ops]") {

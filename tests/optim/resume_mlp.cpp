@@ -20,9 +20,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/io/checkpoint.h"
-#include "data/dataloader.h"
-#include "nabla.h"
+#include "nabla/core/io/checkpoint.h"
+#include "nabla/data/dataloader.h"
+#include "nabla/nabla.h"
 
 using namespace nabla;
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "optim/multi_tensor.h"
+#include "nabla/optim/multi_tensor.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -18,7 +18,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/io/checkpoint.h"
+#include "nabla/core/io/checkpoint.h"
 #include "tests/helpers.h"
 
 using namespace nabla;

@@ -10,13 +10,13 @@
 #include <thread>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/inspect/graph.h"
-#include "core/inspect/memory_ledger.h"
-#include "core/tensor.h"
-#include "ops/arithmetic.h"
-#include "ops/reduce.h"
-#include "ops/unary.h"
+#include "nabla/core/autograd.h"
+#include "nabla/core/inspect/graph.h"
+#include "nabla/core/inspect/memory_ledger.h"
+#include "nabla/core/tensor.h"
+#include "nabla/ops/arithmetic.h"
+#include "nabla/ops/reduce.h"
+#include "nabla/ops/unary.h"
 
 using namespace nabla;
 using Catch::Matchers::Contains;

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "core/io/safetensors.h"
+#include "nabla/core/io/safetensors.h"
 
 namespace {
 
