@@ -27,7 +27,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
                      std::optional<int64_t> padding_idx, DType dtype)
     : Module("Embedding"), padding_idx_(padding_idx) {
   if (padding_idx && (*padding_idx < -num_embeddings || *padding_idx >= num_embeddings))
-    throw ValueError(fmt::format("Embedding: padding_idx {} is out of range for {} embeddings",
+    throw IndexError(fmt::format("Embedding: padding_idx {} is out of range for {} embeddings",
                                  *padding_idx, num_embeddings));
   if (padding_idx_ && *padding_idx_ < 0) *padding_idx_ += num_embeddings;
   weight_ = register_parameter("weight", empty({num_embeddings, embedding_dim}, dtype));
