@@ -158,8 +158,9 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
 ConcatLinearAttention::ConcatLinearAttention(int64_t query_size, int64_t key_size,
                                              const AttentionScorerOptions& options)
     : AttentionScorer("ConcatLinearAttention", options.dropout), query_size_(query_size) {
-  linear_ = register_module("linear", std::make_shared<Linear>(query_size + key_size, 1,
-                                                               LinearOptions{.dtype = options.dtype}));
+  linear_ = register_module(
+      "linear",
+      std::make_shared<Linear>(query_size + key_size, 1, LinearOptions{.dtype = options.dtype}));
 }
 
 Tensor ConcatLinearAttention::scores(const Tensor& queries, const Tensor& keys) const {
@@ -185,9 +186,9 @@ ConcatTanhSumAttention::ConcatTanhSumAttention(int64_t query_size, int64_t key_s
                                                int64_t num_hiddens,
                                                const AttentionScorerOptions& options)
     : AttentionScorer("ConcatTanhSumAttention", options.dropout), query_size_(query_size) {
-  linear_ = register_module("linear",
-                            std::make_shared<Linear>(query_size + key_size, num_hiddens,
-                                                     LinearOptions{.dtype = options.dtype}));
+  linear_ =
+      register_module("linear", std::make_shared<Linear>(query_size + key_size, num_hiddens,
+                                                         LinearOptions{.dtype = options.dtype}));
 }
 
 Tensor ConcatTanhSumAttention::scores(const Tensor& queries, const Tensor& keys) const {

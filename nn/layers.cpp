@@ -23,8 +23,7 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return layer_norm(x, normalized_shape_, weight_, bias_, eps_);
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
-                     const EmbeddingOptions& options)
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const EmbeddingOptions& options)
     : Module("Embedding"), padding_idx_(options.padding_idx) {
   const std::optional<int64_t>& padding_idx = options.padding_idx;
   if (padding_idx && (*padding_idx < -num_embeddings || *padding_idx >= num_embeddings))

@@ -27,13 +27,12 @@ Seq2SeqEncoder::Seq2SeqEncoder(int64_t vocab_size, int64_t embed_size, int64_t n
                                const Seq2SeqOptions& o)
     : Module("Seq2SeqEncoder") {
   embedding_ = register_module(
-      "embedding", std::make_shared<Embedding>(vocab_size, embed_size,
-                                               EmbeddingOptions{.dtype = o.dtype}));
+      "embedding",
+      std::make_shared<Embedding>(vocab_size, embed_size, EmbeddingOptions{.dtype = o.dtype}));
   rnn_ = register_module(
-      "rnn", std::make_shared<GRU>(embed_size, num_hiddens,
-                                   GRUOptions{.num_layers = o.num_layers,
-                                              .dropout = o.dropout,
-                                              .dtype = o.dtype}));
+      "rnn", std::make_shared<GRU>(
+                 embed_size, num_hiddens,
+                 GRUOptions{.num_layers = o.num_layers, .dropout = o.dropout, .dtype = o.dtype}));
 }
 
 GRU::Output Seq2SeqEncoder::forward(const Tensor& X) const {
@@ -52,18 +51,17 @@ GRU::Output Seq2SeqEncoder::forward(const Tensor& X) const {
 AttentionDecoder::AttentionDecoder(int64_t vocab_size, int64_t embed_size, int64_t num_hiddens,
                                    const Seq2SeqOptions& o)
     : Module("AttentionDecoder") {
-  attention_ = register_module(
-      "attention", std::make_shared<AdditiveAttention>(
-                       num_hiddens, num_hiddens, num_hiddens,
-                       AttentionScorerOptions{.dropout = o.dropout, .dtype = o.dtype}));
+  attention_ = register_module("attention",
+                               std::make_shared<AdditiveAttention>(
+                                   num_hiddens, num_hiddens, num_hiddens,
+                                   AttentionScorerOptions{.dropout = o.dropout, .dtype = o.dtype}));
   embedding_ = register_module(
-      "embedding", std::make_shared<Embedding>(vocab_size, embed_size,
-                                               EmbeddingOptions{.dtype = o.dtype}));
+      "embedding",
+      std::make_shared<Embedding>(vocab_size, embed_size, EmbeddingOptions{.dtype = o.dtype}));
   rnn_ = register_module(
-      "rnn", std::make_shared<GRU>(embed_size + num_hiddens, num_hiddens,
-                                   GRUOptions{.num_layers = o.num_layers,
-                                              .dropout = o.dropout,
-                                              .dtype = o.dtype}));
+      "rnn", std::make_shared<GRU>(
+                 embed_size + num_hiddens, num_hiddens,
+                 GRUOptions{.num_layers = o.num_layers, .dropout = o.dropout, .dtype = o.dtype}));
   dense_ = register_module(
       "dense", std::make_shared<Linear>(num_hiddens, vocab_size, LinearOptions{.dtype = o.dtype}));
 }

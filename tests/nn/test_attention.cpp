@@ -35,7 +35,8 @@ Tensor keep_from_lens(const std::vector<int64_t>& v, int64_t Q, int64_t K) {
 }  // namespace
 
 TEST_CASE("AdditiveAttention: d2l's parameters, values and masks", "[nn]") {
-  nn::AdditiveAttention attn(/*query_size=*/5, /*key_size=*/3, /*num_hiddens=*/4, {.dtype = kFloat64});
+  nn::AdditiveAttention attn(/*query_size=*/5, /*key_size=*/3, /*num_hiddens=*/4,
+                             {.dtype = kFloat64});
   auto params = attn.named_parameters();
   REQUIRE(params.size() == 3);
   CHECK(params[0].first == "W_k.weight");

@@ -92,9 +92,9 @@ TEST_CASE("a float target to cross_entropy or nll_loss says to pass int64 class 
   CHECK_ERROR(cross_entropy(logits, zeros({4, 3})), ShapeError,
               Contains("class probabilities") && Contains("(4, 10)") && Contains("(4, 3)") &&
                   Contains("int64 of shape (4,)"));
-  CHECK_ERROR(nll_loss(logits, labels), DTypeError,
-              Contains("nll_loss") && Contains("int64 class indices") &&
-                  Contains("target.to(kInt64)"));
+  CHECK_ERROR(
+      nll_loss(logits, labels), DTypeError,
+      Contains("nll_loss") && Contains("int64 class indices") && Contains("target.to(kInt64)"));
   // The intended call works.
   CHECK(std::isfinite(cross_entropy(logits, labels.to(kInt64)).item()));
 }
@@ -116,8 +116,8 @@ TEST_CASE("matmul shape errors show both full shapes", "[errors]") {
 TEST_CASE("dtype errors name the public call and the way out", "[errors]") {
   const Tensor x = zeros({2, 3});
   CHECK_ERROR(x.to_vector<double>(), DTypeError,
-              Contains("Tensor::to_vector<double>") && Contains("float32") &&
-                  Contains("float64") && Contains("(2, 3)") && Contains("to_vector<float>()") &&
+              Contains("Tensor::to_vector<double>") && Contains("float32") && Contains("float64") &&
+                  Contains("(2, 3)") && Contains("to_vector<float>()") &&
                   Contains(".to(kFloat64)"));
   CHECK_THROWS_WITH(zeros({2}, kInt64).to_vector<bool>(),
                     Contains("Tensor::to_vector<bool>") && Contains("to_vector<int64_t>()"));
@@ -128,8 +128,12 @@ TEST_CASE("dtype errors name the public call and the way out", "[errors]") {
   // No internal function names in any of these messages.
   const std::vector<std::string> messages = {
       message_of([&] { x.to_vector<double>(); }),
-      message_of([&] { cross_entropy(zeros({4, 10}), zeros({4})); }),
-      message_of([&] { matmul(zeros({2, 3, 4}), zeros({5, 4, 6})); }),
+      message_of([&] {
+        cross_entropy(zeros({4, 10}), zeros({4}));
+      }),
+      message_of([&] {
+        matmul(zeros({2, 3, 4}), zeros({5, 4, 6}));
+      }),
       message_of([&] { index_select(x, 0, from_vector<int64_t>({9}, {1})); }),
   };
   for (const std::string& m : messages) {
@@ -146,7 +150,8 @@ TEST_CASE("loss and positional-encoding errors suggest the fix", "[errors]") {
   nn::PositionalEncoding pe(/*d_model=*/4, /*dropout=*/0.0, /*max_len=*/8);
   CHECK_ERROR(pe(zeros({1, 9, 4})), ShapeError,
               Contains("9 positions") && Contains("max_len = 8") && Contains("larger max_len"));
-  CHECK_THROWS_WITH(pe(zeros({1, 3, 4}, kFloat64)), Contains("convert the module with .to(kFloat64)"));
+  CHECK_THROWS_WITH(pe(zeros({1, 3, 4}, kFloat64)),
+                    Contains("convert the module with .to(kFloat64)"));
   CHECK_THROWS_WITH(pe(zeros({1, 3, 5})), Contains("(batch, T <= 8, 4)"));
 }
 

@@ -186,7 +186,8 @@ TEST_CASE("Seq2Seq: d2l's module names and shapes", "[nn]") {
   CHECK_THROWS_WITH(dec.init_state(encoded, tokens({3, 2}, {2})),
                     Contains("enc_valid_lens") && Contains("(4,)"));
   CHECK_THROWS_AS(nn::EncoderDecoder(std::make_shared<nn::Seq2SeqEncoder>(10, 8, 16),
-                                     std::make_shared<nn::AttentionDecoder>(10, 8, 16, nn::Seq2SeqOptions{.num_layers = 2})),
+                                     std::make_shared<nn::AttentionDecoder>(
+                                         10, 8, 16, nn::Seq2SeqOptions{.num_layers = 2})),
                   ValueError);
 }
 

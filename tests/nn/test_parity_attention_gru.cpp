@@ -115,8 +115,9 @@ TEST_CASE("Parity with d2l's AdditiveAttention and DotProductAttention", "[nn][p
 }
 
 TEST_CASE("Parity with d2l's Bahdanau seq2seq under teacher forcing", "[nn][parity]") {
-  nn::EncoderDecoder model(std::make_shared<nn::Seq2SeqEncoder>(7, 3, 4, nn::Seq2SeqOptions{.num_layers = 2}),
-                           std::make_shared<nn::AttentionDecoder>(7, 3, 4, nn::Seq2SeqOptions{.num_layers = 2}));
+  nn::EncoderDecoder model(
+      std::make_shared<nn::Seq2SeqEncoder>(7, 3, 4, nn::Seq2SeqOptions{.num_layers = 2}),
+      std::make_shared<nn::AttentionDecoder>(7, 3, 4, nn::Seq2SeqOptions{.num_layers = 2}));
   check_module_parity("seq2seq", model, [&](const std::vector<Tensor>& x) {
     return std::vector<Tensor>{model(x[0], x[1], x[2])};
   });
