@@ -321,7 +321,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   // As PyTorch: a start outside [-n, n] or a window past the end is an IndexError.
   if (length < 0)
     throw ValueError(
-        fmt::format("narrow: length must be >= 0, got {} (shape {})", length, shape_str(shape())));
+        fmt::format("narrow: start {} and length {}: the length must be >= 0 (shape {})", start,
+                    length, shape_str(shape())));
   if (begin < 0 || begin > n || length > n - begin)
     throw IndexError(
         fmt::format("narrow: start {} and length {} are out of range for dim {} of "

@@ -150,9 +150,9 @@ EncoderDecoder::Decoded EncoderDecoder::greedy_decode(const Tensor& src, int64_t
   if (src.dtype() != kInt64 || src.dim() != 1)
     throw ShapeError(fmt::format("greedy_decode: src must be int64 (S,), got {} {}",
                                  dtype_name(src.dtype()), shape_str(src.shape())));
-  if (bos < 0 || bos >= V || eos < 0 || eos >= V)
-    throw ValueError(
-        fmt::format("greedy_decode: bos {} and eos {} must be in [0, {})", bos, eos, V));
+  if (bos < 0 || bos >= V || eos < 0 || eos >= V)  // token ids index the vocabulary
+    throw IndexError(fmt::format(
+        "greedy_decode: bos {} and eos {} must be in [0, {}), the target vocabulary", bos, eos, V));
   if (src_valid_len < 0 || max_len < 0)
     throw ValueError(fmt::format("greedy_decode: src_valid_len {} and max_len {} must be >= 0",
                                  src_valid_len, max_len));

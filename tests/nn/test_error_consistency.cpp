@@ -42,7 +42,8 @@ TEST_CASE("an out-of-range index is an IndexError from every op and module", "[e
   CHECK_ERROR(a.select(0, -3), IndexError, Contains("index -3"));
   CHECK_ERROR(a.narrow(1, 4, 0), IndexError, Contains("narrow") && Contains("start 4"));
   CHECK_ERROR(a.narrow(1, 2, 2), IndexError, Contains("narrow") && Contains("size 3"));
-  CHECK_ERROR(a.narrow(1, 0, -1), ValueError, Contains("length must be >= 0"));
+  CHECK_ERROR(a.narrow(1, 0, -1), ValueError,
+              Contains("start 0 and length -1") && Contains("length must be >= 0"));
   // Indexing ops.
   CHECK_THROWS_AS(index_select(a, 1, idx({3}, {1})), IndexError);
   CHECK_THROWS_AS(index_select(a, 1, idx({-1}, {1})), IndexError);
@@ -67,6 +68,10 @@ TEST_CASE("an out-of-range index is an IndexError from every op and module", "[e
   CHECK_THROWS_AS(seq[1], IndexError);
   nn::ModuleList list;
   CHECK_THROWS_AS(list[0], IndexError);
+  nn::EncoderDecoder seq2seq(std::make_shared<nn::Seq2SeqEncoder>(6, 2, 3),
+                             std::make_shared<nn::AttentionDecoder>(8, 2, 3));
+  CHECK_ERROR(seq2seq.greedy_decode(from_vector<int64_t>({1, 2}, {2}), 2, 1, 8, 4), IndexError,
+              Contains("eos 8") && Contains("[0, 8)"));
   // Optimizer state of a parameter it does not hold.
   Tensor w = zeros({2}).requires_grad_();
   optim::SGD sgd(std::vector<Tensor>{w}, {.lr = 0.1});
