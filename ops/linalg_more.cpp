@@ -93,22 +93,23 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 }
 
 // ----------------------------------------------------------------------------
-// cosine_similarity (torch >= 1.13's formula, at::cosine_similarity)
-//   y = sum((x1 / n1) * (x2 / n2), dim), n_i = max(||x_i||_2, eps) along dim (keepdim)
-//   The clamp changes the value only: n + (max(n, eps) - n) with the bracket detached, as torch
-//   clamps the norm in place under no_grad.
+// cosine_similarity (torch 1.13's formula, at::cosine_similarity)
+//   y = sum(x1 * x2, dim) / sqrt(s1 * s2), s_i = max(sum(x_i^2, dim), eps^2)
+//   The clamp changes the value only: s + (max(s, eps^2) - s) with the bracket detached, as torch
+//   clamps the squared norms in place under no_grad.
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
   inspect::OpScope op_scope("cosine_similarity", {&x1, &x2});
   check_float_pair("cosine_similarity", x1, x2);
   const Shape shape = broadcast_shapes("cosine_similarity", x1.shape(), x2.shape());
   const int64_t d = normalize_dim("cosine_similarity", dim, shape);
-  auto clamped_norm = [&](const Tensor& x) {
-    const Tensor n = norm(x, 2.0, {d}, true);
-    const Tensor nd = n.detach();
-    return add(n, sub(clamp(nd, eps, std::nullopt), nd));
-  };
   const Tensor a = x1.expand(shape), b = x2.expand(shape);
-  return sum(mul(div(a, clamped_norm(a)), div(b, clamped_norm(b))), {d});
+  auto clamped_squared_norm = [&](const Tensor& x) {
+    const Tensor s = sum(mul(x, x), {d}, true);
+    const Tensor sd = s.detach();
+    return add(s, sub(clamp(sd, eps * eps, std::nullopt), sd));
+  };
+  const Tensor denom = rsqrt(mul(clamped_squared_norm(a), clamped_squared_norm(b)));
+  return sum(mul(sum(mul(a, b), {d}, true), denom), {d});
 }
 
 // ----------------------------------------------------------------------------

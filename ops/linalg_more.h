@@ -19,9 +19,9 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double bet
 // a (N) and b (M) -> (N, M) with y[i][j] = a[i] * b[j]. float32, float64, int64.
 Tensor outer(const Tensor& a, const Tensor& b);
 
-// sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps)) along dim, x1 and x2 broadcast together
-// (torch's formula: each vector divided by its clamped 2-norm first, which keeps the result in
-// [-1, 1]; the clamp does not stop the norm's gradient, as in torch).
+// sum(x1 * x2) / sqrt(max(|x1|^2, eps^2) * max(|x2|^2, eps^2)) along dim, x1 and x2 broadcast
+// together (torch 1.13's formula; the clamp does not stop the squared norms' gradient, as in
+// torch).
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
 // x / max(||x||_p, eps) along dim, p > 0 (inf too). The norm's gradient is 0 at a zero vector,
 // as torch's.
