@@ -41,7 +41,9 @@ struct Term {
   Labels labels;  // one per dim of t
 };
 
-bool contains(const Labels& l, int label) { return std::find(l.begin(), l.end(), label) != l.end(); }
+bool contains(const Labels& l, int label) {
+  return std::find(l.begin(), l.end(), label) != l.end();
+}
 
 int64_t position(const Labels& l, int label) {
   return static_cast<int64_t>(std::find(l.begin(), l.end(), label) - l.begin());
@@ -68,10 +70,11 @@ Term take_diagonals(Term term) {
     if (p == q) continue;
     const int64_t n = term.t.size(static_cast<int64_t>(p));
     if (term.t.size(static_cast<int64_t>(q)) != n)
-      throw ShapeError(fmt::format("einsum: label '{}' repeats in an operand of shape {} over dims "
-                                   "of different sizes ({} and {})",
-                                   static_cast<char>(term.labels[q]), shape_str(term.t.shape()), n,
-                                   term.t.size(static_cast<int64_t>(q))));
+      throw ShapeError(
+          fmt::format("einsum: label '{}' repeats in an operand of shape {} over dims "
+                      "of different sizes ({} and {})",
+                      static_cast<char>(term.labels[q]), shape_str(term.t.shape()), n,
+                      term.t.size(static_cast<int64_t>(q))));
     Shape row(term.labels.size(), 1), col(term.labels.size(), 1);
     row[p] = n;
     col[q] = n;
@@ -91,7 +94,8 @@ Term contract(Term a, Term b, const Labels& needed) {
   a = sum_out(std::move(a), needed_or_in(b.labels));
   b = sum_out(std::move(b), needed_or_in(a.labels));
   Labels batch, m, k, n;
-  for (int l : a.labels) (contains(b.labels, l) ? (contains(needed, l) ? batch : k) : m).push_back(l);
+  for (int l : a.labels)
+    (contains(b.labels, l) ? (contains(needed, l) ? batch : k) : m).push_back(l);
   for (int l : b.labels)
     if (!contains(a.labels, l)) n.push_back(l);
   // Shared labels: a size-1 side is expanded to the other's size (matmul needs equal K).
@@ -142,22 +146,26 @@ Labels parse_term(const std::string& eq, const std::string& term, int64_t ndim, 
       ndim < 0 ? std::string("the output") : fmt::format("operand {}", operand);
   if (*has_ellipsis && term.find("...", dots + 3) != std::string::npos)
     throw ValueError(fmt::format("einsum: '{}': {} has more than one '...'", eq, what));
+  for (size_t i = 0; i < term.size(); ++i)
+    if (!std::isalpha(static_cast<unsigned char>(term[i])) &&
+        !(i >= dots && i < dots + 3 && *has_ellipsis))
+      throw ValueError(
+          fmt::format("einsum: '{}': invalid character '{}' in {}; expected letters and '...'", eq,
+                      term[i], what));
   const int64_t e = ndim < 0 ? max_ellipsis : ndim - letters;
   if (ndim >= 0 && (e < 0 || (!*has_ellipsis && e != 0)))
-    throw ShapeError(fmt::format("einsum: '{}': operand {} has {} dims but its subscripts '{}' "
-                                 "name {}",
-                                 eq, operand, ndim, term, letters));
+    throw ShapeError(
+        fmt::format("einsum: '{}': operand {} has {} dims but its subscripts '{}' "
+                    "name {}",
+                    eq, operand, ndim, term, letters));
   for (size_t i = 0; i < term.size(); ++i) {
     const char c = term[i];
     if (i == dots) {
-      for (int64_t j = 0; j < e; ++j) labels.push_back(kEllipsis + static_cast<int>(max_ellipsis - e + j));
+      for (int64_t j = 0; j < e; ++j)
+        labels.push_back(kEllipsis + static_cast<int>(max_ellipsis - e + j));
       i += 2;
-    } else if (std::isalpha(static_cast<unsigned char>(c))) {
-      labels.push_back(c);
     } else {
-      throw ValueError(
-          fmt::format("einsum: '{}': invalid character '{}' in {}; expected letters and '...'",
-                      eq, c, what));
+      labels.push_back(c);
     }
   }
   return labels;
@@ -184,11 +192,11 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
                                  equation, terms.size(), operands.size()));
   for (size_t i = 0; i < operands.size(); ++i) {
     if (!is_floating(operands[i].dtype()) || operands[i].dtype() != operands[0].dtype())
-      throw DTypeError(fmt::format("einsum: operand {} is {} {}; expects float32 or float64, all "
-                                   "of one dtype (operand 0 is {})",
-                                   i, dtype_name(operands[i].dtype()),
-                                   shape_str(operands[i].shape()),
-                                   dtype_name(operands[0].dtype())));
+      throw DTypeError(
+          fmt::format("einsum: operand {} is {} {}; expects float32 or float64, all "
+                      "of one dtype (operand 0 is {})",
+                      i, dtype_name(operands[i].dtype()), shape_str(operands[i].shape()),
+                      dtype_name(operands[0].dtype())));
   }
   // The widest "..." decides how many ellipsis labels there are.
   int64_t max_ellipsis = 0;
@@ -208,7 +216,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
       if (!fresh && it->second != s && it->second != 1 && s != 1)
         throw ShapeError(fmt::format(
             "einsum: '{}': label '{}' has size {} in operand {} (shape {}) but {} elsewhere",
-            equation, l[j] < kEllipsis ? std::string(1, static_cast<char>(l[j])) : std::string("..."), s, i,
+            equation,
+            l[j] < kEllipsis ? std::string(1, static_cast<char>(l[j])) : std::string("..."), s, i,
             shape_str(operands[i].shape()), it->second));
       if (!fresh) it->second = std::max(it->second, s);
     }

@@ -55,8 +55,8 @@ Tensor linear_weights(int64_t in, int64_t out, bool align_corners, std::optional
     scale = scale_of<T>(factor, in, out);
   }
   for (int64_t o = 0; o < out; ++o) {
-    T src = align_corners ? scale * static_cast<T>(o)
-                          : scale * (static_cast<T>(o) + T(0.5)) - T(0.5);
+    T src =
+        align_corners ? scale * static_cast<T>(o) : scale * (static_cast<T>(o) + T(0.5)) - T(0.5);
     if (src < T(0)) src = T(0);
     const auto i0 = static_cast<int64_t>(src);
     const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
@@ -73,9 +73,10 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
   inspect::OpScope op_scope("interpolate", {&x});
   const std::string& mode = options.mode;
   if (mode != "nearest" && mode != "bilinear")
-    throw ValueError(fmt::format("interpolate: mode '{}' is not supported; use 'nearest' or "
-                                 "'bilinear'",
-                                 mode));
+    throw ValueError(
+        fmt::format("interpolate: mode '{}' is not supported; use 'nearest' or "
+                    "'bilinear'",
+                    mode));
   if (!is_floating(x.dtype()))
     throw DTypeError(fmt::format("interpolate: expected float32 or float64, got {} {}",
                                  dtype_name(x.dtype()), shape_str(x.shape())));
@@ -86,15 +87,15 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
     throw ValueError("interpolate: align_corners can only be set with mode 'bilinear'");
   const bool has_size = !options.size.empty(), has_factor = !options.scale_factor.empty();
   if (has_size == has_factor)
-    throw ValueError(fmt::format("interpolate: give exactly one of size and scale_factor (got "
-                                 "size {} and {} scale factors), input of shape {}",
-                                 shape_str(options.size), options.scale_factor.size(),
-                                 shape_str(x.shape())));
+    throw ValueError(
+        fmt::format("interpolate: give exactly one of size and scale_factor (got "
+                    "size {} and {} scale factors), input of shape {}",
+                    shape_str(options.size), options.scale_factor.size(), shape_str(x.shape())));
   if (options.size.size() > 2 || options.scale_factor.size() > 2)
-    throw ShapeError(fmt::format("interpolate: size {} / {} scale factors for 2 spatial dims of "
-                                 "input of shape {}; give one value or two",
-                                 shape_str(options.size), options.scale_factor.size(),
-                                 shape_str(x.shape())));
+    throw ShapeError(
+        fmt::format("interpolate: size {} / {} scale factors for 2 spatial dims of "
+                    "input of shape {}; give one value or two",
+                    shape_str(options.size), options.scale_factor.size(), shape_str(x.shape())));
   Shape out(2);
   std::optional<double> factor[2];
   for (size_t i = 0; i < 2; ++i) {
@@ -110,9 +111,10 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
     }
   }
   if (out[0] <= 0 || out[1] <= 0 || x.size(2) <= 0 || x.size(3) <= 0)
-    throw ShapeError(fmt::format("interpolate: input of shape {} to output size ({}, {}): "
-                                 "every spatial size must be positive",
-                                 shape_str(x.shape()), out[0], out[1]));
+    throw ShapeError(
+        fmt::format("interpolate: input of shape {} to output size ({}, {}): "
+                    "every spatial size must be positive",
+                    shape_str(x.shape()), out[0], out[1]));
   if (mode == "nearest") {
     const Tensor rows = index_select(x, 2, nearest_indices(x.size(2), out[0], factor[0]));
     return index_select(rows, 3, nearest_indices(x.size(3), out[1], factor[1]));

@@ -10,9 +10,9 @@
 namespace nabla {
 
 struct InterpolateOptions {
-  Shape size{};                        // output (H, W), or one value for both; or:
-  std::vector<double> scale_factor{};  // one factor or (fh, fw): output = floor(in * f)
-  std::string mode = "nearest";        // "nearest" or "bilinear"
+  Shape size{};                         // output (H, W), or one value for both; or:
+  std::vector<double> scale_factor{};   // one factor or (fh, fw): output = floor(in * f)
+  std::string mode = "nearest";         // "nearest" or "bilinear"
   std::optional<bool> align_corners{};  // bilinear only (default false), as torch
 };
 

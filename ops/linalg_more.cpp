@@ -36,8 +36,9 @@ Tensor add_scaled(const char* op, const Tensor& input, const Tensor& product, do
                   double alpha) {
   check_float_pair(op, input, product);
   if (broadcast_shapes(op, input.shape(), product.shape()) != product.shape())
-    throw ShapeError(fmt::format("{}: input of shape {} does not broadcast to the product's shape {}",
-                                 op, shape_str(input.shape()), shape_str(product.shape())));
+    throw ShapeError(
+        fmt::format("{}: input of shape {} does not broadcast to the product's shape {}", op,
+                    shape_str(input.shape()), shape_str(product.shape())));
   const Tensor scaled = alpha == 1.0 ? product : mul(product, alpha);
   if (beta == 0.0) return scaled;  // input ignored, NaN included
   return add(beta == 1.0 ? input : mul(input, beta), scaled);
@@ -49,14 +50,13 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   inspect::OpScope op_scope("bmm", {&a, &b});
   check_float_pair("bmm", a, b);
   if (a.dim() != 3 || b.dim() != 3 || a.size(0) != b.size(0) || a.size(2) != b.size(1))
-    throw ShapeError(fmt::format(
-        "bmm: expects (B, N, M) and (B, M, P) with the same B and M, got {} and {}",
-        shape_str(a.shape()), shape_str(b.shape())));
+    throw ShapeError(
+        fmt::format("bmm: expects (B, N, M) and (B, M, P) with the same B and M, got {} and {}",
+                    shape_str(a.shape()), shape_str(b.shape())));
   return matmul(a, b);
 }
 
-Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta,
-               double alpha) {
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta, double alpha) {
   inspect::OpScope op_scope("baddbmm", {&input, &b1, &b2});
   check_float_pair("baddbmm", b1, b2);
   if (b1.dim() != 3 || b2.dim() != 3 || b1.size(0) != b2.size(0) || b1.size(2) != b2.size(1))
@@ -80,8 +80,8 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   inspect::OpScope op_scope("outer", {&a, &b});
   for (const Tensor* t : {&a, &b})
     if (t->dtype() == kBool)
-      throw DTypeError(fmt::format("outer: expected a numeric dtype, got bool {}",
-                                   shape_str(t->shape())));
+      throw DTypeError(
+          fmt::format("outer: expected a numeric dtype, got bool {}", shape_str(t->shape())));
   if (a.dtype() != b.dtype())
     throw DTypeError(fmt::format("outer: dtype mismatch, {} {} vs {} {}", dtype_name(a.dtype()),
                                  shape_str(a.shape()), dtype_name(b.dtype()),
@@ -122,8 +122,7 @@ Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
   if (!is_floating(x.dtype()))
     throw DTypeError(fmt::format("normalize: expected float32 or float64, got {} {}",
                                  dtype_name(x.dtype()), shape_str(x.shape())));
-  if (!(p > 0))
-    throw ValueError(fmt::format("normalize: p must be positive (or inf), got {}", p));
+  if (!(p > 0)) throw ValueError(fmt::format("normalize: p must be positive (or inf), got {}", p));
   const int64_t d = normalize_dim("normalize", dim, x.shape());
   Tensor n;
   if (p == 2.0 || std::isinf(p)) {

@@ -37,9 +37,10 @@ std::vector<int64_t> checked_scatter_index(const char* op, const Tensor& x, int6
   std::vector<int64_t> idx = index.to_vector<int64_t>();
   for (int64_t v : idx)
     if (v < 0 || v >= n)
-      throw IndexError(fmt::format("{}: index {} is out of range for dim {} of size {} (x of "
-                                   "shape {})",
-                                   op, v, d, n, shape_str(x.shape())));
+      throw IndexError(
+          fmt::format("{}: index {} is out of range for dim {} of size {} (x of "
+                      "shape {})",
+                      op, v, d, n, shape_str(x.shape())));
   return idx;
 }
 

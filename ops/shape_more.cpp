@@ -66,9 +66,8 @@ Tensor tile(const Tensor& x, const std::vector<int64_t>& reps) {
   inspect::OpScope op_scope("tile", {&x});
   for (int64_t r : reps)
     if (r < 0)
-      throw ValueError(
-          fmt::format("tile: reps {} has a negative entry (x of shape {})", shape_str(reps),
-                      shape_str(x.shape())));
+      throw ValueError(fmt::format("tile: reps {} has a negative entry (x of shape {})",
+                                   shape_str(reps), shape_str(x.shape())));
   std::vector<int64_t> padded(
       static_cast<size_t>(std::max<int64_t>(0, x.dim() - static_cast<int64_t>(reps.size()))), 1);
   padded.insert(padded.end(), reps.begin(), reps.end());

@@ -160,8 +160,8 @@ std::vector<OpInfo> conv_ops();            // ops_conv.cpp: conv.h but conv2d
 // conv2d's entry (ops_conv.cpp), listed in conv_attention_ops() where it was first: an entry's
 // sample values are seeded by its index in all_ops(), so moving one changes the others' values.
 OpInfo conv2d_entry();
-std::vector<OpInfo> pool_ops();  // ops_pool.cpp: pool.h
-std::vector<OpInfo> norm_ops();  // ops_norms.cpp: norms.h
+std::vector<OpInfo> pool_ops();         // ops_pool.cpp: pool.h
+std::vector<OpInfo> norm_ops();         // ops_norms.cpp: norms.h
 std::vector<OpInfo> shape_more_ops();   // ops_shape_more.cpp: shape_more.h, reduce_more.h,
                                         // scatter.h
 std::vector<OpInfo> linalg_more_ops();  // ops_linalg_more.cpp: linalg_more.h, einsum.h,

@@ -9,7 +9,6 @@ namespace {
 OpInfo blas_entry(const std::string& name, std::function<std::vector<Sample>()> samples,
                   std::function<std::vector<ErrorInput>()> errors) {
   OpInfo op = entry(name, std::move(samples), std::move(errors));
-  op.float32 = {1e-5, 1e-5};
   op.layouts = {3e-5, 1e-5};
   op.note = "BLAS kernels differ per transpose flag: layouts agree within 256 eps (float32)";
   return op;
@@ -42,12 +41,21 @@ std::vector<OpInfo> linalg_more_ops() {
         };
       },
       [] {
-        return std::vector{
-            expect<ShapeError>("2-D operands", [] { bmm(ones({2, 3}), ones({3, 2})); }),
-            expect<ShapeError>("batch 2 vs 3", [] { bmm(ones({2, 3, 4}), ones({3, 4, 2})); }),
-            expect<ShapeError>("K 4 vs 5", [] { bmm(ones({2, 3, 4}), ones({2, 5, 2})); }),
-            expect<DTypeError>("float32 and float64",
-                               [] { bmm(ones({2, 3, 4}), ones({2, 4, 2}, kFloat64)); })};
+        return std::vector{expect<ShapeError>("2-D operands",
+                                              [] {
+                                                bmm(ones({2, 3}), ones({3, 2}));
+                                              }),
+                           expect<ShapeError>("batch 2 vs 3",
+                                              [] {
+                                                bmm(ones({2, 3, 4}), ones({3, 4, 2}));
+                                              }),
+                           expect<ShapeError>("K 4 vs 5",
+                                              [] {
+                                                bmm(ones({2, 3, 4}), ones({2, 5, 2}));
+                                              }),
+                           expect<DTypeError>("float32 and float64", [] {
+                             bmm(ones({2, 3, 4}), ones({2, 4, 2}, kFloat64));
+                           })};
       }));
   t.push_back(blas_entry(
       "baddbmm",
@@ -68,13 +76,16 @@ std::vector<OpInfo> linalg_more_ops() {
       [] {
         return std::vector{
             expect<ShapeError>("input (4) for (2, 3, 5)",
-                               [] { baddbmm(ones({4}), ones({2, 3, 4}), ones({2, 4, 5})); }),
-            expect<ShapeError>("2-D batch1",
-                               [] { baddbmm(ones({3, 5}), ones({3, 4}), ones({2, 4, 5})); }),
-            expect<DTypeError>("float64 input",
                                [] {
-                                 baddbmm(ones({5}, kFloat64), ones({2, 3, 4}), ones({2, 4, 5}));
-                               })};
+                                 baddbmm(ones({4}), ones({2, 3, 4}), ones({2, 4, 5}));
+                               }),
+            expect<ShapeError>("2-D batch1",
+                               [] {
+                                 baddbmm(ones({3, 5}), ones({3, 4}), ones({2, 4, 5}));
+                               }),
+            expect<DTypeError>("float64 input", [] {
+              baddbmm(ones({5}, kFloat64), ones({2, 3, 4}), ones({2, 4, 5}));
+            })};
       }));
   t.push_back(blas_entry(
       "addmm",
@@ -86,9 +97,8 @@ std::vector<OpInfo> linalg_more_ops() {
         };
         return std::vector{
             sample("bias (5)", {arg({5}), arg({3, 4}), arg({4, 5})}, f(1, 1)),
-            sample("full input, beta -1.5 alpha 0.25", {arg({3, 5}), transposed({3, 4}),
-                                                        strided({4, 5})},
-                   f(-1.5, 0.25)),
+            sample("full input, beta -1.5 alpha 0.25",
+                   {arg({3, 5}), transposed({3, 4}), strided({4, 5})}, f(-1.5, 0.25)),
             sample("0-d input, beta 0", {arg({}), arg({3, 4}), arg({4, 5})}, f(0, 1)),
             sample("size-1", {arg({1, 1}), arg({1, 1}), arg({1, 1})}, f(1, 1)),
             sample("size-0 rows", {arg({5}), arg({0, 4}), arg({4, 5})}, f(1, 1)),
@@ -96,11 +106,17 @@ std::vector<OpInfo> linalg_more_ops() {
         };
       },
       [] {
-        return std::vector{
-            expect<ShapeError>("K 4 vs 3", [] { addmm(ones({5}), ones({3, 4}), ones({3, 5})); }),
-            expect<ShapeError>("input (3, 5, 1)",
-                               [] { addmm(ones({3, 5, 1}), ones({3, 4}), ones({4, 5})); }),
-            expect<ShapeError>("3-D mat1", [] { addmm(ones({5}), ones({1, 3, 4}), ones({4, 5})); })};
+        return std::vector{expect<ShapeError>("K 4 vs 3",
+                                              [] {
+                                                addmm(ones({5}), ones({3, 4}), ones({3, 5}));
+                                              }),
+                           expect<ShapeError>("input (3, 5, 1)",
+                                              [] {
+                                                addmm(ones({3, 5, 1}), ones({3, 4}), ones({4, 5}));
+                                              }),
+                           expect<ShapeError>("3-D mat1", [] {
+                             addmm(ones({5}), ones({1, 3, 4}), ones({4, 5}));
+                           })};
       }));
   t.push_back(entry(
       "outer",
@@ -115,9 +131,12 @@ std::vector<OpInfo> linalg_more_ops() {
         };
       },
       [] {
-        return std::vector{expect<ShapeError>("2-D", [] { outer(ones({2, 3}), ones({3})); }),
-                           expect<DTypeError>("float32 and int64",
-                                              [] { outer(ones({2}), ones({3}, kInt64)); })};
+        return std::vector{
+            expect<ShapeError>("2-D",
+                               [] {
+                                 outer(ones({2, 3}), ones({3}));
+                               }),
+            expect<DTypeError>("float32 and int64", [] { outer(ones({2}), ones({3}, kInt64)); })};
       }));
   t.back().dtypes = {kFloat32, kFloat64, kInt64};
   t.push_back(blas_entry(
@@ -147,16 +166,39 @@ std::vector<OpInfo> linalg_more_ops() {
         };
       },
       [] {
-        return std::vector{
-            expect<ValueError>("2 subscripts, 1 tensor", [] { einsum("ij,jk", {ones({2, 2})}); }),
-            expect<ShapeError>("3 labels for 2-D", [] { einsum("ijk->i", {ones({2, 2})}); }),
-            expect<ShapeError>("size 2 vs 3", [] { einsum("ij,jk", {ones({2, 2}), ones({3, 2})}); }),
-            expect<ValueError>("output label in no operand", [] { einsum("ij->k", {ones({2, 2})}); }),
-            expect<ValueError>("output label twice", [] { einsum("ij->ii", {ones({2, 2})}); }),
-            expect<ValueError>("digit in subscripts", [] { einsum("i1->i", {ones({2, 2})}); }),
-            expect<ValueError>("two ellipses", [] { einsum("......->", {ones({2, 2})}); }),
-            expect<ShapeError>("diagonal of (2, 3)", [] { einsum("ii->i", {ones({2, 3})}); }),
-            expect<DTypeError>("int64", [] { einsum("i->", {arange(3)}); })};
+        return std::vector{expect<ValueError>("2 subscripts, 1 tensor",
+                                              [] {
+                                                einsum("ij,jk", {ones({2, 2})});
+                                              }),
+                           expect<ShapeError>("3 labels for 2-D",
+                                              [] {
+                                                einsum("ijk->i", {ones({2, 2})});
+                                              }),
+                           expect<ShapeError>("size 2 vs 3",
+                                              [] {
+                                                einsum("ij,jk", {ones({2, 2}), ones({3, 2})});
+                                              }),
+                           expect<ValueError>("output label in no operand",
+                                              [] {
+                                                einsum("ij->k", {ones({2, 2})});
+                                              }),
+                           expect<ValueError>("output label twice",
+                                              [] {
+                                                einsum("ij->ii", {ones({2, 2})});
+                                              }),
+                           expect<ValueError>("digit in subscripts",
+                                              [] {
+                                                einsum("i1->i", {ones({2, 2})});
+                                              }),
+                           expect<ValueError>("two ellipses",
+                                              [] {
+                                                einsum("......->", {ones({2, 2})});
+                                              }),
+                           expect<ShapeError>("diagonal of (2, 3)",
+                                              [] {
+                                                einsum("ii->i", {ones({2, 3})});
+                                              }),
+                           expect<DTypeError>("int64", [] { einsum("i->", {arange(3)}); })};
       }));
   t.push_back(entry(
       "cosine_similarity",
@@ -170,17 +212,25 @@ std::vector<OpInfo> linalg_more_ops() {
             sample("transposed x strided, dim 0", {transposed({3, 4}), strided({3, 4})}, f(0)),
             sample("size-1", {arg({1, 1}), arg({1, 1})}, f(1)),
             sample("size-0 batch", {arg({0, 4}), arg({0, 4})}, f(1)),
-            sample("tiny vectors (clamped)", {arg({2, 3}, {1e-6, 2e-6}), arg({2, 3})}, f(1)),
+            // torch's gradient there treats the clamp as the identity: a convention (checked
+            // against torch in the parity test), not the derivative finite differences see.
+            forward_only(sample("tiny vectors: clamped norm",
+                                {arg({2, 3}, {1e-6, 2e-6}), arg({2, 3})}, f(1))),
             big(sample("big", {arg({264, 512}), arg({264, 512})}, f(1))),
         };
       },
       [] {
-        return std::vector{
-            expect<ShapeError>("(2, 3) and (4)",
-                               [] { cosine_similarity(ones({2, 3}), ones({4})); }),
-            expect<ShapeError>("dim 2 of 2-D", [] { cosine_similarity(ones({2, 3}), ones({2, 3}), 2); }),
-            expect<DTypeError>("float32 and float64",
-                               [] { cosine_similarity(ones({2, 3}), ones({2, 3}, kFloat64)); })};
+        return std::vector{expect<ShapeError>("(2, 3) and (4)",
+                                              [] {
+                                                cosine_similarity(ones({2, 3}), ones({4}));
+                                              }),
+                           expect<ShapeError>("dim 2 of 2-D",
+                                              [] {
+                                                cosine_similarity(ones({2, 3}), ones({2, 3}), 2);
+                                              }),
+                           expect<DTypeError>("float32 and float64", [] {
+                             cosine_similarity(ones({2, 3}), ones({2, 3}, kFloat64));
+                           })};
       }));
   t.push_back(entry(
       "normalize",
@@ -197,12 +247,17 @@ std::vector<OpInfo> linalg_more_ops() {
             sample("strided", {strided({3, 4})}, f(2.5, 1)),
             sample("size-1", {arg({1, 1})}, f(2, 1)),
             sample("size-0", {arg({0, 4})}, f(2, 1)),
-            sample("zero row (eps clamp)", {values({2, 3}, {0, 0, 0, 1, -2, 0.5})}, f(3, 1)),
+            // A kink: at a zero vector the norm's gradient is 0 by convention (torch's).
+            forward_only(sample("kink: zero row (eps clamp)",
+                                {values({2, 3}, {0, 0, 0, 1, -2, 0.5})}, f(3, 1))),
             big(sample("big", {arg({264, 512})}, f(2, 1))),
         };
       },
       [] {
-        return std::vector{expect<ValueError>("p 0", [] { normalize(ones({2, 3}), 0.0); }),
+        return std::vector{expect<ValueError>("p 0",
+                                              [] {
+                                                normalize(ones({2, 3}), 0.0);
+                                              }),
                            expect<ShapeError>("dim 1 of 1-D", [] { normalize(ones({3}), 2.0, 1); }),
                            expect<DTypeError>("int64", [] { normalize(arange(3), 2.0, 0); })};
       }));
@@ -232,24 +287,34 @@ std::vector<OpInfo> linalg_more_ops() {
       [] {
         return std::vector{
             expect<ValueError>("mode bicubic",
-                               [] { interpolate(ones({1, 1, 2, 2}), {.size = {3}, .mode = "bicubic"}); }),
-            expect<ShapeError>("3-D input", [] { interpolate(ones({1, 2, 2}), {.size = {3}}); }),
-            expect<ValueError>("size and scale_factor",
                                [] {
-                                 interpolate(ones({1, 1, 2, 2}),
-                                             {.size = {3}, .scale_factor = {2.0}});
+                                 interpolate(ones({1, 1, 2, 2}), {.size = {3}, .mode = "bicubic"});
                                }),
+            expect<ShapeError>("3-D input",
+                               [] {
+                                 interpolate(ones({1, 2, 2}), {.size = {3}});
+                               }),
+            expect<ValueError>(
+                "size and scale_factor",
+                [] {
+                  interpolate(ones({1, 1, 2, 2}), {.size = {3}, .scale_factor = {2.0}});
+                }),
             expect<ValueError>("neither size nor scale_factor",
-                               [] { interpolate(ones({1, 1, 2, 2}), {}); }),
-            expect<ValueError>("align_corners with nearest",
                                [] {
-                                 interpolate(ones({1, 1, 2, 2}),
-                                             {.size = {3}, .align_corners = false});
+                                 interpolate(ones({1, 1, 2, 2}), {});
                                }),
+            expect<ValueError>(
+                "align_corners with nearest",
+                [] {
+                  interpolate(ones({1, 1, 2, 2}), {.size = {3}, .align_corners = false});
+                }),
             expect<ShapeError>("output size 0",
-                               [] { interpolate(ones({1, 1, 2, 2}), {.scale_factor = {0.4}}); }),
-            expect<ValueError>("negative factor",
-                               [] { interpolate(ones({1, 1, 2, 2}), {.scale_factor = {-2.0}}); })};
+                               [] {
+                                 interpolate(ones({1, 1, 2, 2}), {.scale_factor = {0.4}});
+                               }),
+            expect<ValueError>("negative factor", [] {
+              interpolate(ones({1, 1, 2, 2}), {.scale_factor = {-2.0}});
+            })};
       }));
   return t;
 }

@@ -59,25 +59,33 @@ TEST_CASE("parity: bmm baddbmm addmm outer", "[ops][parity]") {
 
 TEST_CASE("parity: einsum", "[ops][parity]") {
   check_parity(kFamily, "einsum_matmul", [](auto& x) { return einsum("ij,jk->ik", {x[0], x[1]}); });
-  check_parity(kFamily, "einsum_batch",
-               [](auto& x) { return einsum("bij,bjk->bik", {x[0], x[1]}); });
+  check_parity(kFamily, "einsum_batch", [](auto& x) {
+    return einsum("bij,bjk->bik", {x[0], x[1]});
+  });
   check_parity(kFamily, "einsum_transpose", [](auto& x) { return einsum("ij->ji", {x[0]}); });
   check_parity(kFamily, "einsum_sum", [](auto& x) { return einsum("ijk->j", {x[0]}); });
   check_parity(kFamily, "einsum_outer", [](auto& x) { return einsum("i,j", {x[0], x[1]}); });
   check_parity(kFamily, "einsum_dot", [](auto& x) { return einsum("i,i->", {x[0], x[1]}); });
   check_parity(kFamily, "einsum_trace", [](auto& x) { return einsum("ii", {x[0]}); });
   check_parity(kFamily, "einsum_diag", [](auto& x) { return einsum("ii->i", {x[0]}); });
-  check_parity(kFamily, "einsum_attention",
-               [](auto& x) { return einsum("bhqd,bhkd->bhqk", {x[0], x[1]}); });
-  check_parity(kFamily, "einsum_ellipsis",
-               [](auto& x) { return einsum("...ij,...jk->...ik", {x[0], x[1]}); });
-  check_parity(kFamily, "einsum_three",
-               [](auto& x) { return einsum("ij,jk,kl->il", {x[0], x[1], x[2]}); });
-  check_parity(kFamily, "einsum_mixed", [](auto& x) { return einsum("bij,jk->bki", {x[0], x[1]}); });
-  check_parity(kFamily, "einsum_implicit_order",
-               [](auto& x) { return einsum("ba,cb", {x[0], x[1]}); });
-  check_parity(kFamily, "einsum_broadcast_one",
-               [](auto& x) { return einsum("ij,ij->ij", {x[0], x[1]}); });
+  check_parity(kFamily, "einsum_attention", [](auto& x) {
+    return einsum("bhqd,bhkd->bhqk", {x[0], x[1]});
+  });
+  check_parity(kFamily, "einsum_ellipsis", [](auto& x) {
+    return einsum("...ij,...jk->...ik", {x[0], x[1]});
+  });
+  check_parity(kFamily, "einsum_three", [](auto& x) {
+    return einsum("ij,jk,kl->il", {x[0], x[1], x[2]});
+  });
+  check_parity(kFamily, "einsum_mixed", [](auto& x) {
+    return einsum("bij,jk->bki", {x[0], x[1]});
+  });
+  check_parity(kFamily, "einsum_implicit_order", [](auto& x) {
+    return einsum("ba,cb", {x[0], x[1]});
+  });
+  check_parity(kFamily, "einsum_broadcast_one", [](auto& x) {
+    return einsum("ij,ij->ij", {x[0], x[1]});
+  });
 }
 
 TEST_CASE("parity: cosine_similarity normalize", "[ops][parity]") {
@@ -94,11 +102,14 @@ TEST_CASE("parity: cosine_similarity normalize", "[ops][parity]") {
 }
 
 TEST_CASE("parity: interpolate", "[ops][parity]") {
-  check_parity(kFamily, "nearest_size", [](auto& x) { return interpolate(x[0], {.size = {7, 3}}); });
+  check_parity(kFamily, "nearest_size", [](auto& x) {
+    return interpolate(x[0], {.size = {7, 3}});
+  });
   check_parity(kFamily, "nearest_double",
                [](auto& x) { return interpolate(x[0], {.scale_factor = {2.0}}); });
-  check_parity(kFamily, "nearest_factor",
-               [](auto& x) { return interpolate(x[0], {.scale_factor = {1.5, 0.7}}); });
+  check_parity(kFamily, "nearest_factor", [](auto& x) {
+    return interpolate(x[0], {.scale_factor = {1.5, 0.7}});
+  });
   for (bool ac : {false, true}) {
     const std::string tag = ac ? "ac" : "noac";
     check_parity(kFamily, "bilinear_size_" + tag, [ac](auto& x) {

@@ -53,8 +53,9 @@ TEST_CASE("prod: gradient with zeros", "[ops]") {
   Tensor xl = x.detach().requires_grad_();
   Tensor g = autograd::grad({sum(prod(xl, 1))}, {xl}, {}, false, true)[0];
   CHECK(doubles(g) == std::vector<double>{12, 8, 6, 0, 10, 0, 0, 0, 0});
-  CHECK_GRADGRADCHECK([](const std::vector<Tensor>& v) { return prod(v[0], 1); },
-                      std::vector<Tensor>{tensor({{2, 3, 4}, {2, 0, 5}}, kFloat64).requires_grad_()});
+  CHECK_GRADGRADCHECK(
+      [](const std::vector<Tensor>& v) { return prod(v[0], 1); },
+      std::vector<Tensor>{tensor({{2, 3, 4}, {2, 0, 5}}, kFloat64).requires_grad_()});
 }
 
 TEST_CASE("amax / amin: ties split the gradient", "[ops]") {
@@ -78,9 +79,9 @@ TEST_CASE("scatter masked_select nonzero values", "[ops]") {
   CHECK(doubles(scatter(x, 1, index, src)) == std::vector<double>{2, 0, 1, 0, 4, 0});
   CHECK(doubles(scatter(x, 1, index, 7.0)) == std::vector<double>{7, 0, 7, 0, 7, 0});
   // The overwritten elements of x get no gradient.
-  CHECK(doubles(grad_of(ones({2, 3}, kFloat64),
-                        [&](const Tensor& t) { return scatter(t, 1, index, 7.0); })) ==
-        std::vector<double>{0, 1, 0, 1, 0, 1});
+  CHECK(doubles(grad_of(ones({2, 3}, kFloat64), [&](const Tensor& t) {
+          return scatter(t, 1, index, 7.0);
+        })) == std::vector<double>{0, 1, 0, 1, 0, 1});
   CHECK_THROWS_AS(scatter(x, 1, from_vector<int64_t>({3}, {1, 1}), 0.0), IndexError);
   CHECK_THROWS_WITH(scatter(x, 1, from_vector<int64_t>({3}, {1, 1}), 0.0),
                     Contains("scatter") && Contains("index 3") && Contains("size 3"));
@@ -104,7 +105,9 @@ TEST_CASE("bmm addmm outer einsum agree with matmul", "[ops]") {
   CHECK_CLOSE(bmm(a, b), matmul(a, b), 0, 0);
   CHECK_CLOSE(einsum("bij,bjk->bik", {a, b}), matmul(a, b), 1e-12, 1e-12);
   CHECK_CLOSE(einsum("bij,bjk->bki", {a, b}), matmul(a, b).transpose(1, 2), 1e-12, 1e-12);
-  CHECK_CLOSE(einsum("ii", {c.narrow(1, 0, 3)}), sum(mul(c.narrow(1, 0, 3), eq(arange(3).unsqueeze(1), arange(3)).to(kFloat64))), 1e-12, 1e-12);
+  CHECK_CLOSE(einsum("ii", {c.narrow(1, 0, 3)}),
+              sum(mul(c.narrow(1, 0, 3), eq(arange(3).unsqueeze(1), arange(3)).to(kFloat64))),
+              1e-12, 1e-12);
   CHECK_CLOSE(addmm(c, a.select(0, 0), b.select(0, 1), 0.5, 2.0),
               add(mul(c, 0.5), mul(matmul(a.select(0, 0), b.select(0, 1)), 2.0)), 1e-12, 1e-12);
   CHECK(ints(outer(arange(3), arange(2))) == std::vector<int64_t>{0, 0, 0, 1, 0, 2});
