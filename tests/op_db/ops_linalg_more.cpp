@@ -37,7 +37,7 @@ std::vector<OpInfo> linalg_more_ops() {
             sample("size-1 dims", {arg({1, 1, 1}), arg({1, 1, 1})}, f),
             sample("size-0 K", {arg({2, 3, 0}), arg({2, 0, 4})}, f),
             sample("size-0 batch", {arg({0, 3, 4}), arg({0, 4, 2})}, f),
-            big(sample("big", {arg({4, 64, 128}), arg({4, 128, 64})}, f)),
+            big(sample("big (4, 64, 64) @ (4, 64, 64)", {arg({4, 64, 64}), arg({4, 64, 64})}, f)),
         };
       },
       [] {
@@ -102,7 +102,7 @@ std::vector<OpInfo> linalg_more_ops() {
             sample("0-d input, beta 0", {arg({}), arg({3, 4}), arg({4, 5})}, f(0, 1)),
             sample("size-1", {arg({1, 1}), arg({1, 1}), arg({1, 1})}, f(1, 1)),
             sample("size-0 rows", {arg({5}), arg({0, 4}), arg({4, 5})}, f(1, 1)),
-            big(sample("big", {arg({256}), arg({128, 256}), arg({256, 256})}, f(1, 1))),
+            big(sample("big 64 x 64 x 64", {arg({64}), arg({64, 64}), arg({64, 64})}, f(1, 1))),
         };
       },
       [] {
@@ -161,7 +161,7 @@ std::vector<OpInfo> linalg_more_ops() {
             sample("size-1 label broadcast", {arg({1, 4}), arg({3, 4})}, einsum_fn("ij,ij->ij")),
             sample("size-0 contraction", {arg({3, 0}), arg({0, 2})}, einsum_fn("ij,jk->ik")),
             sample("0-d operand", {arg({}), arg({3})}, einsum_fn(",i->i")),
-            big(sample("big ik,kj->ij", {arg({128, 256}), arg({256, 128})},
+            big(sample("big ik,kj->ij 64 x 64 x 64", {arg({64, 64}), arg({64, 64})},
                        einsum_fn("ik,kj->ij"))),
         };
       },
