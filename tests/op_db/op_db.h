@@ -162,6 +162,7 @@ std::vector<OpInfo> conv_ops();            // ops_conv.cpp: conv.h but conv2d
 OpInfo conv2d_entry();
 std::vector<OpInfo> pool_ops();  // ops_pool.cpp: pool.h
 std::vector<OpInfo> norm_ops();  // ops_norms.cpp: norms.h
+std::vector<OpInfo> sort_ops();  // ops_sort.cpp: sort.h, sampling.h's filters
 const std::vector<OpInfo>& all_ops();
 
 }  // namespace nabla::op_db
