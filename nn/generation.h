@@ -87,9 +87,9 @@ struct BeamResult {
 // Beam search as transformers' BeamSearchScorer (early_stopping = false): each step extends
 // every beam by every token, ranks the 2 * width best extensions by total log-probability, turns
 // an end token among the first width into a finished sequence, and keeps the first width others
-// as the new beams. A row stops when it has width finished sequences and its best beam's score
-// (sum / new tokens^penalty) is no better than the worst of them; at max_new the beams left
-// count as finished. For a 1-D prompt the results have no batch dim.
+// as the new beams. A row stops when it has width finished sequences and the step's best
+// extension, finished or not (sum / new tokens^penalty), is no better than the worst of them; at
+// max_new the beams left count as finished. For a 1-D prompt the results have no batch dim.
 BeamResult beam_search(NextToken& model, const Tensor& prompt, const BeamOptions& options);
 
 }  // namespace nabla::nn
