@@ -166,3 +166,23 @@ TEST_CASE("multinomial errors name the problem", "[ops][sampling]") {
   // A failed call draws nothing: the stream is where it was.
   CHECK(g.offset() == 3u);
 }
+
+TEST_CASE("multinomial draws do not depend on the thread count", "[ops][sampling]") {
+  // 4096 rows of 64 weights: over the parallel grain, so 2 threads split the rows.
+  Generator w(8);
+  Tensor probs = w.uniform({4096, 64}, 0.0, 1.0, kFloat64);
+  const int prev = num_threads();
+  const bool adaptive = adaptive_threads();
+  set_adaptive_threads(false);
+  std::vector<std::vector<int64_t>> runs;
+  for (int threads : {1, 2})
+    for (bool replacement : {true, false}) {
+      set_num_threads(threads);
+      Generator g(77);
+      runs.push_back(multinomial(probs, 5, replacement, g).to_vector<int64_t>());
+    }
+  set_num_threads(prev);
+  set_adaptive_threads(adaptive);
+  CHECK(runs[0] == runs[2]);
+  CHECK(runs[1] == runs[3]);
+}
