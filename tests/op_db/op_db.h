@@ -68,6 +68,7 @@ constexpr const char* error_type_name() {
   if constexpr (std::is_same_v<E, ShapeError>) return "ShapeError";
   if constexpr (std::is_same_v<E, DTypeError>) return "DTypeError";
   if constexpr (std::is_same_v<E, ValueError>) return "ValueError";
+  if constexpr (std::is_same_v<E, IndexError>) return "IndexError";
   if constexpr (std::is_same_v<E, AutogradError>) return "AutogradError";
   return "nabla::Error";
 }
