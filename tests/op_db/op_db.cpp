@@ -184,7 +184,7 @@ const std::vector<OpInfo>& all_ops() {
     std::vector<OpInfo> t;
     for (auto family : {unary_ops, binary_ops, reduction_ops, softmax_ops, loss_ops, shape_ops,
                         view_ops, nn_ops, indexing_ops, conv_attention_ops, conv_ops, pool_ops,
-                        norm_ops, pointwise_more_ops, shape_more_ops, linalg_more_ops})
+                        norm_ops, pointwise_more_ops, shape_more_ops, linalg_more_ops, sort_ops})
       for (OpInfo& op : family()) t.push_back(std::move(op));
     return t;
   }();

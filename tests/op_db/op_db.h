@@ -165,6 +165,7 @@ std::vector<OpInfo> shape_more_ops();      // ops_shape_more.cpp: shape_more.h, 
                                            // scatter.h
 std::vector<OpInfo> linalg_more_ops();     // ops_linalg_more.cpp: linalg_more.h, einsum.h,
                                            // interpolate.h
+std::vector<OpInfo> sort_ops();            // ops_sort.cpp: sort.h, sampling.h's filters
 const std::vector<OpInfo>& all_ops();
 
 }  // namespace nabla::op_db

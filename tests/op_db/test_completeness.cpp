@@ -41,6 +41,9 @@ const std::map<std::string, std::string> kNotOps = {
     {"argmin", "int64 positions"},
     {"one_hot", "int64 result from int64 indices"},
     {"nonzero", "int64 positions"},
+    // ops/sort.h, ops/sampling.h: int64 positions and random draws.
+    {"argsort", "int64 positions"},
+    {"multinomial", "random int64 draws"},
     // ops/kernel_helpers.h: building blocks for a kernel, not ops (docs/custom-ops.md).
     {"map_unary", "kernel helper: runs a scalar function, records nothing"},
     {"map_float", "kernel helper: runs a scalar function, records nothing"},
