@@ -11,11 +11,12 @@
 
 namespace nabla::nn {
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, DType dtype)
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, DType dtype,
+                     bool bias)
     : Module("LayerNorm"), normalized_shape_(std::move(normalized_shape)), eps_(eps) {
   if (elementwise_affine) {
     weight_ = register_parameter("weight", ones(normalized_shape_, dtype));
-    bias_ = register_parameter("bias", zeros(normalized_shape_, dtype));
+    if (bias) bias_ = register_parameter("bias", zeros(normalized_shape_, dtype));
   }
 }
 

@@ -13,8 +13,9 @@ namespace nabla::nn {
 // Normalises over the trailing dims `normalized_shape`; weight = 1, bias = 0 at init.
 class LayerNorm : public Module {
  public:
+  // bias = false: a weight but no bias (PyTorch's LayerNorm(..., bias=False)).
   LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
-            DType dtype = kFloat32);
+            DType dtype = kFloat32, bool bias = true);
   explicit LayerNorm(int64_t size, double eps = 1e-5) : LayerNorm(Shape{size}, eps) {}
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return call(&LayerNorm::forward, x); }
