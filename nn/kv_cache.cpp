@@ -33,7 +33,8 @@ KVCache::KVCache(int64_t max_len) : max_len_(max_len) {
 KVCache KVCache::static_kv() { return KVCache(0, true); }
 
 std::pair<Tensor, Tensor> KVCache::append(const Tensor& k, const Tensor& v) {
-  if (static_) throw ValueError("KVCache::append: a static (cross-attention) cache is not appended");
+  if (static_)
+    throw ValueError("KVCache::append: a static (cross-attention) cache is not appended");
   check_heads("append", k, v);
   const int64_t B = k.size(0), H = k.size(1), l = k.size(2), dk = k.size(3), dv = v.size(3);
   if (length_ + l > max_len_)
@@ -51,8 +52,8 @@ std::pair<Tensor, Tensor> KVCache::append(const Tensor& k, const Tensor& v) {
         "KVCache::append: the cache holds {} keys and {} values of {} per position, got {} {} "
         "and {} {} (another batch or model? reorder or reset the cache)",
         shape_str({k_.size(0), k_.size(1), dk}), shape_str({v_.size(0), v_.size(1), dv}),
-        dtype_name(k_.dtype()), shape_str(k.shape()), dtype_name(k.dtype()),
-        shape_str(v.shape()), dtype_name(v.dtype())));
+        dtype_name(k_.dtype()), shape_str(k.shape()), dtype_name(k.dtype()), shape_str(v.shape()),
+        dtype_name(v.dtype())));
   }
   {
     NoGradGuard no_grad;
@@ -76,8 +77,9 @@ Tensor KVCache::values() const { return v_.defined() ? v_.narrow(2, 0, length_) 
 
 void KVCache::reorder(const Tensor& batch_index) {
   if (batch_index.dtype() != kInt64 || batch_index.dim() != 1)
-    throw ValueError(fmt::format("KVCache::reorder: batch_index must be a 1-D int64 tensor, got {} {}",
-                                 dtype_name(batch_index.dtype()), shape_str(batch_index.shape())));
+    throw ValueError(
+        fmt::format("KVCache::reorder: batch_index must be a 1-D int64 tensor, got {} {}",
+                    dtype_name(batch_index.dtype()), shape_str(batch_index.shape())));
   if (!k_.defined()) return;  // nothing cached yet
   const int64_t B = k_.size(0);
   for (int64_t i : batch_index.to_vector<int64_t>())

@@ -95,7 +95,8 @@ MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool b
   }
   if (o.is_causal && include_causal) {  // key k is hidden from query q when k > q + offset
     const auto first = static_cast<double>(causal_offset);
-    add_part(gt(arange(S).view({1, S}), arange(first, first + static_cast<double>(L)).view({L, 1})));
+    add_part(
+        gt(arange(S).view({1, S}), arange(first, first + static_cast<double>(L)).view({L, 1})));
   }
   if (o.valid_lens.defined()) {
     Tensor lens = batched ? o.valid_lens : o.valid_lens.unsqueeze(0);
@@ -171,11 +172,11 @@ void MultiheadAttention::check_inputs(const Tensor& query, const Tensor& key, co
   const bool kv_ok = reuse_kv || (key.defined() && value.defined() && key.dim() == query.dim() &&
                                   value.dim() == query.dim());
   if (!query.defined() || (query.dim() != 2 && query.dim() != 3) || !kv_ok)
-    throw ShapeError(fmt::format(
-        "{}: query, key and value must all be 3-D (batched) or all 2-D, got {}, {}, {}", kOp,
-        query.defined() ? shape_str(query.shape()) : "undefined",
-        key.defined() ? shape_str(key.shape()) : "undefined",
-        value.defined() ? shape_str(value.shape()) : "undefined"));
+    throw ShapeError(
+        fmt::format("{}: query, key and value must all be 3-D (batched) or all 2-D, got {}, {}, {}",
+                    kOp, query.defined() ? shape_str(query.shape()) : "undefined",
+                    key.defined() ? shape_str(key.shape()) : "undefined",
+                    value.defined() ? shape_str(value.shape()) : "undefined"));
   const DType dt = out_proj_->weight().dtype();
   if (query.dtype() != dt || (!reuse_kv && (key.dtype() != dt || value.dtype() != dt)))
     throw DTypeError(
@@ -285,8 +286,7 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   // key, so it needs none.
   const bool causal_in_kernel = fused && causal_offset == 0;
   const bool causal_in_mask = !causal_in_kernel && !(causal_offset > 0 && L == 1);
-  const MergedMask mask =
-      merge_masks(o, {B, H, L, S}, dt, batched, causal_in_mask, causal_offset);
+  const MergedMask mask = merge_masks(o, {B, H, L, S}, dt, batched, causal_in_mask, causal_offset);
 
   Tensor attn, ctx;  // (B, H, L, S), (B, H, L, d)
   if (fused) {

@@ -86,9 +86,9 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
     : Module("TransformerEncoderLayer"), options_(o) {
   transformer_detail::check_layer_options("TransformerEncoderLayer", o);
   // Registration order = PyTorch's, so state_dict() lists the same keys in the same order.
-  self_attn_ = register_module("self_attn", std::make_shared<MultiheadAttention>(
-                                                o.d_model, o.nhead, o.dropout, o.bias, 0, 0,
-                                                o.batch_first));
+  self_attn_ =
+      register_module("self_attn", std::make_shared<MultiheadAttention>(
+                                       o.d_model, o.nhead, o.dropout, o.bias, 0, 0, o.batch_first));
   linear1_ =
       register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias));
   dropout_ = register_module("dropout", std::make_shared<Dropout>(o.dropout));
@@ -142,9 +142,10 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const EncoderForwardO
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
                                         const Tensor& src_key_padding_mask, bool is_causal) const {
-  return run(src,
-             {.src_mask = src_mask, .src_key_padding_mask = src_key_padding_mask, .is_causal = is_causal},
-             nullptr);
+  return run(
+      src,
+      {.src_mask = src_mask, .src_key_padding_mask = src_key_padding_mask, .is_causal = is_causal},
+      nullptr);
 }
 
 Tensor TransformerEncoderLayer::forward_cached(const Tensor& src, const EncoderForwardOptions& o,
@@ -165,18 +166,17 @@ TransformerEncoder::TransformerEncoder(const LayerFactory& make_layer, int64_t n
 
 TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers,
                                        bool final_norm)
-    : TransformerEncoder([&layer] { return std::make_shared<TransformerEncoderLayer>(layer); },
-                         num_layers,
-                         final_norm ? std::make_shared<LayerNorm>(Shape{layer.d_model},
-                                                                  layer.layer_norm_eps, true,
-                                                                  kFloat32, layer.bias)
-                                    : nullptr) {}
+    : TransformerEncoder(
+          [&layer] { return std::make_shared<TransformerEncoderLayer>(layer); }, num_layers,
+          final_norm ? std::make_shared<LayerNorm>(Shape{layer.d_model}, layer.layer_norm_eps, true,
+                                                   kFloat32, layer.bias)
+                     : nullptr) {}
 
 Tensor TransformerEncoder::forward(const Tensor& src, const EncoderForwardOptions& o) const {
   Tensor x = src;
   if (o.cache) {
-    transformer_detail::check_cached_self_attention("TransformerEncoder", o.is_causal,
-                                                    "is_causal", o.src_mask, "src_mask");
+    transformer_detail::check_cached_self_attention("TransformerEncoder", o.is_causal, "is_causal",
+                                                    o.src_mask, "src_mask");
     o.cache->prepare(layers_->size(), false, "TransformerEncoder");
     for (size_t i = 0; i < layers_->size(); ++i) x = (*layer(i))(x, o, o.cache->self_attn[i]);
   } else {
@@ -187,8 +187,9 @@ Tensor TransformerEncoder::forward(const Tensor& src, const EncoderForwardOption
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask,
                                    const Tensor& src_key_padding_mask, bool is_causal) const {
-  return forward(src, EncoderForwardOptions{
-                          .src_mask = mask, .src_key_padding_mask = src_key_padding_mask, .is_causal = is_causal});
+  return forward(src, EncoderForwardOptions{.src_mask = mask,
+                                            .src_key_padding_mask = src_key_padding_mask,
+                                            .is_causal = is_causal});
 }
 
 // ----------------------------------------------------------------------------

@@ -103,7 +103,8 @@ class TransformerEncoderLayer : public Module {
                  bool is_causal = false) const;
   Tensor operator()(const Tensor& src, const Tensor& src_mask,
                     const Tensor& src_key_padding_mask = {}, bool is_causal = false) const {
-    return call(static_cast<ForwardPositional>(&TransformerEncoderLayer::forward), src, src_mask, src_key_padding_mask, is_causal);
+    return call(static_cast<ForwardPositional>(&TransformerEncoderLayer::forward), src, src_mask,
+                src_key_padding_mask, is_causal);
   }
   // One layer of a cached stack: `self_attn_cache` is this layer's (o.cache is not read).
   Tensor forward_cached(const Tensor& src, const EncoderForwardOptions& o,
@@ -122,9 +123,10 @@ class TransformerEncoderLayer : public Module {
   const std::shared_ptr<MultiheadAttention>& self_attn() const { return self_attn_; }
 
  private:
-  using Forward = Tensor (TransformerEncoderLayer::*)(const Tensor&, const EncoderForwardOptions&) const;
-  using ForwardPositional = Tensor (TransformerEncoderLayer::*)(const Tensor&, const Tensor&, const Tensor&,
-                                           bool) const;
+  using Forward = Tensor (TransformerEncoderLayer::*)(const Tensor&,
+                                                      const EncoderForwardOptions&) const;
+  using ForwardPositional = Tensor (TransformerEncoderLayer::*)(const Tensor&, const Tensor&,
+                                                                const Tensor&, bool) const;
   Tensor run(const Tensor& src, const EncoderForwardOptions& o, KVCache* cache) const;
 
   TransformerLayerOptions options_;
@@ -155,9 +157,10 @@ class TransformerEncoder : public Module {
   // PyTorch's positional form (mask, src_key_padding_mask, is_causal).
   Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {},
                  bool is_causal = false) const;
-  Tensor operator()(const Tensor& src, const Tensor& mask,
-                    const Tensor& src_key_padding_mask = {}, bool is_causal = false) const {
-    return call(static_cast<ForwardPositional>(&TransformerEncoder::forward), src, mask, src_key_padding_mask, is_causal);
+  Tensor operator()(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {},
+                    bool is_causal = false) const {
+    return call(static_cast<ForwardPositional>(&TransformerEncoder::forward), src, mask,
+                src_key_padding_mask, is_causal);
   }
 
   size_t num_layers() const { return layers_->size(); }
@@ -168,8 +171,8 @@ class TransformerEncoder : public Module {
 
  private:
   using Forward = Tensor (TransformerEncoder::*)(const Tensor&, const EncoderForwardOptions&) const;
-  using ForwardPositional = Tensor (TransformerEncoder::*)(const Tensor&, const Tensor&, const Tensor&,
-                                           bool) const;
+  using ForwardPositional = Tensor (TransformerEncoder::*)(const Tensor&, const Tensor&,
+                                                           const Tensor&, bool) const;
 
   std::shared_ptr<ModuleList> layers_;
   std::shared_ptr<LayerNorm> norm_;

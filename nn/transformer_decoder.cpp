@@ -111,12 +111,11 @@ TransformerDecoder::TransformerDecoder(const LayerFactory& make_layer, int64_t n
 
 TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers,
                                        bool final_norm)
-    : TransformerDecoder([&layer] { return std::make_shared<TransformerDecoderLayer>(layer); },
-                         num_layers,
-                         final_norm ? std::make_shared<LayerNorm>(Shape{layer.d_model},
-                                                                  layer.layer_norm_eps, true,
-                                                                  kFloat32, layer.bias)
-                                    : nullptr) {}
+    : TransformerDecoder(
+          [&layer] { return std::make_shared<TransformerDecoderLayer>(layer); }, num_layers,
+          final_norm ? std::make_shared<LayerNorm>(Shape{layer.d_model}, layer.layer_norm_eps, true,
+                                                   kFloat32, layer.bias)
+                     : nullptr) {}
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory,
                                    const DecoderForwardOptions& o) const {
@@ -158,8 +157,8 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt,
   if (!src.defined() || !tgt.defined() || src.dim() != tgt.dim() ||
       (src.dim() != 2 && src.dim() != 3) || src.size(-1) != options_.d_model ||
       tgt.size(-1) != options_.d_model ||
-      (src.dim() == 3 && src.size(options_.batch_first ? 0 : 1) !=
-                             tgt.size(options_.batch_first ? 0 : 1)))
+      (src.dim() == 3 &&
+       src.size(options_.batch_first ? 0 : 1) != tgt.size(options_.batch_first ? 0 : 1)))
     throw ShapeError(fmt::format(
         "Transformer: src and tgt must be both {} or both (length, {}) with one batch size, got "
         "src {} and tgt {}",
@@ -168,8 +167,8 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt,
         options_.d_model, src.defined() ? shape_str(src.shape()) : "undefined",
         tgt.defined() ? shape_str(tgt.shape()) : "undefined"));
   const Tensor memory = (*encoder_)(src, {.src_mask = o.src_mask,
-                                         .src_key_padding_mask = o.src_key_padding_mask,
-                                         .is_causal = o.src_is_causal});
+                                          .src_key_padding_mask = o.src_key_padding_mask,
+                                          .is_causal = o.src_is_causal});
   return (*decoder_)(tgt, memory,
                      {.tgt_mask = o.tgt_mask,
                       .memory_mask = o.memory_mask,

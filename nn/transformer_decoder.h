@@ -43,7 +43,8 @@ class TransformerDecoderLayer : public Module {
 
   // tgt (T, B, E), memory (S, B, E); (B, T, E), (B, S, E) when batch_first. With o.cache the
   // layer's caches are o.cache->self_attn[0] and cross_attn[0].
-  Tensor forward(const Tensor& tgt, const Tensor& memory, const DecoderForwardOptions& o = {}) const;
+  Tensor forward(const Tensor& tgt, const Tensor& memory,
+                 const DecoderForwardOptions& o = {}) const;
   Tensor operator()(const Tensor& tgt, const Tensor& memory,
                     const DecoderForwardOptions& o = {}) const {
     return call(&TransformerDecoderLayer::forward, tgt, memory, o);
@@ -85,7 +86,8 @@ class TransformerDecoder : public Module {
   TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers,
                      bool final_norm = false);
 
-  Tensor forward(const Tensor& tgt, const Tensor& memory, const DecoderForwardOptions& o = {}) const;
+  Tensor forward(const Tensor& tgt, const Tensor& memory,
+                 const DecoderForwardOptions& o = {}) const;
   Tensor operator()(const Tensor& tgt, const Tensor& memory,
                     const DecoderForwardOptions& o = {}) const {
     return call(&TransformerDecoder::forward, tgt, memory, o);

@@ -11,7 +11,6 @@
 
 namespace nabla::test {
 
-
 using ModuleFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 inline void check_module_parity(const std::string& family, const std::string& name, nn::Module& m,

@@ -30,16 +30,16 @@ struct TinyGpt : nn::Module {
   TinyGpt(int64_t vocab, int64_t d, int64_t max_len) : Module("TinyGpt") {
     tok = register_module("tok", std::make_shared<nn::Embedding>(vocab, d));
     pos = register_module("pos", std::make_shared<nn::Embedding>(max_len, d));
-    stack = register_module("stack", std::make_shared<nn::TransformerEncoder>(
-                                         nn::TransformerLayerOptions{.d_model = d,
-                                                                     .nhead = 2,
-                                                                     .dim_feedforward = 2 * d,
-                                                                     .dropout = 0.0,
-                                                                     .activation =
-                                                                         nn::FFNActivation::GELU,
-                                                                     .batch_first = true,
-                                                                     .norm_first = true},
-                                         2, true));
+    stack = register_module("stack",
+                            std::make_shared<nn::TransformerEncoder>(
+                                nn::TransformerLayerOptions{.d_model = d,
+                                                            .nhead = 2,
+                                                            .dim_feedforward = 2 * d,
+                                                            .dropout = 0.0,
+                                                            .activation = nn::FFNActivation::GELU,
+                                                            .batch_first = true,
+                                                            .norm_first = true},
+                                2, true));
     head = register_module("head", std::make_shared<nn::Linear>(d, vocab));
   }
   // tokens (B, l) at positions offset ... offset + l - 1 -> logits (B, l, vocab).
@@ -57,13 +57,13 @@ struct TinySeq2Seq : nn::Module {
   TinySeq2Seq(int64_t vocab, int64_t d, int64_t max_len) : Module("TinySeq2Seq") {
     tok = register_module("tok", std::make_shared<nn::Embedding>(vocab, d));
     pos = register_module("pos", std::make_shared<nn::Embedding>(max_len, d));
-    model = register_module("model", std::make_shared<nn::Transformer>(nn::TransformerOptions{
-                                         .d_model = d,
-                                         .nhead = 2,
-                                         .num_encoder_layers = 2,
-                                         .num_decoder_layers = 2,
-                                         .dim_feedforward = 2 * d,
-                                         .dropout = 0.0}));
+    model = register_module(
+        "model", std::make_shared<nn::Transformer>(nn::TransformerOptions{.d_model = d,
+                                                                          .nhead = 2,
+                                                                          .num_encoder_layers = 2,
+                                                                          .num_decoder_layers = 2,
+                                                                          .dim_feedforward = 2 * d,
+                                                                          .dropout = 0.0}));
     head = register_module("head", std::make_shared<nn::Linear>(d, vocab));
   }
   Tensor embed(const Tensor& t, int64_t offset) const {  // (B, l) -> (l, B, d)
@@ -128,9 +128,10 @@ TEST_CASE("KV cache: cached self-attention equals full causal attention", "[nn]"
                                       false, false, false, false, true, false},
                                      {2, 6});
       NoGradGuard no_grad;
-      Tensor full = mha(x, x, x, {.key_padding_mask = kpm, .is_causal = true, .need_weights = false,
-                                  .path = path})
-                        .output;
+      Tensor full =
+          mha(x, x, x,
+              {.key_padding_mask = kpm, .is_causal = true, .need_weights = false, .path = path})
+              .output;
       nn::KVCache cache(6);
       std::vector<Tensor> parts;
       // A prompt of 3 positions (the causal limit shifted inside the new block), then 1 at a time.
@@ -207,8 +208,8 @@ TEST_CASE("KV cache: greedy decoding of a GPT-style model equals full recomputat
     // And a fresh token per beam.
     Tensor more = tokens({9, 0, 6}, {3, 1});
     Tensor more_step = last(run(more, cache.length(), &cache));  // not in CHECK_CLOSE: runs once
-    CHECK_CLOSE(more_step, last(run(cat({index_select(seq, 0, index), more}, 1), 0, nullptr)),
-                1e-6, 1e-6);
+    CHECK_CLOSE(more_step, last(run(cat({index_select(seq, 0, index), more}, 1), 0, nullptr)), 1e-6,
+                1e-6);
   }
 }
 
@@ -260,7 +261,8 @@ TEST_CASE("KV cache: misuse gives clear errors", "[nn]") {
   NoGradGuard no_grad;
   Tensor k = zeros({1, 2, 2, 4}), v = zeros({1, 2, 2, 4});
   c.append(k, v);
-  CHECK_THROWS_WITH(c.append(k, v), Contains("2 new positions after the 2 cached exceed max_len 3"));
+  CHECK_THROWS_WITH(c.append(k, v),
+                    Contains("2 new positions after the 2 cached exceed max_len 3"));
   CHECK_THROWS_WITH(c.append(zeros({1, 2, 1, 5}), zeros({1, 2, 1, 5})),
                     Contains("another batch or model"));
   CHECK_THROWS_WITH(c.reorder(tokens({0, 1}, {2})), Contains("reorder") && Contains("holds 1"));
@@ -284,7 +286,8 @@ TEST_CASE("KV cache: misuse gives clear errors", "[nn]") {
       2);
   enc.to(kFloat64);
   nn::TransformerCache tc(8);
-  CHECK_THROWS_WITH(enc(x, {.cache = &tc}), Contains("TransformerEncoder") && Contains("is_causal"));
+  CHECK_THROWS_WITH(enc(x, {.cache = &tc}),
+                    Contains("TransformerEncoder") && Contains("is_causal"));
   CHECK_THROWS_WITH(enc(x, {.src_mask = zeros({2, 2}, kFloat64), .is_causal = true, .cache = &tc}),
                     Contains("src_mask"));
   enc(x, {.is_causal = true, .cache = &tc});

@@ -104,8 +104,9 @@ TEST_CASE("parity: ViT against a reference built from PyTorch modules", "[nn][pa
                .depth = 2,
                .heads = 2,
                .mlp_dim = 16});
-  check_module_parity(
-      "transformer", "vit", vit, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{vit(in[0])}; });
+  check_module_parity("transformer", "vit", vit, [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{vit(in[0])};
+  });
 }
 
 TEST_CASE("parity: position-embedding interpolation equals F.interpolate", "[nn][parity]") {

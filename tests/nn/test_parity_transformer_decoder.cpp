@@ -36,14 +36,14 @@ TEST_CASE("parity: TransformerDecoderLayer pre-norm GELU batch_first with both p
   o.activation = nn::FFNActivation::GELU, o.batch_first = true, o.norm_first = true;
   nn::TransformerDecoderLayer l(o);
   check_module_parity(kFamily, "layer_pre_gelu_padding", l, [&](const std::vector<Tensor>& in) {
-    return one(l(in[0], in[1],
-                 {.tgt_mask = in[2], .tgt_key_padding_mask = in[3],
-                  .memory_key_padding_mask = in[4]}));
+    return one(
+        l(in[0], in[1],
+          {.tgt_mask = in[2], .tgt_key_padding_mask = in[3], .memory_key_padding_mask = in[4]}));
   });
   check_module_parity(kFamily, "layer_pre_gelu_padding", l, [&](const std::vector<Tensor>& in) {
-    return one(l(in[0], in[1],
-                 {.tgt_key_padding_mask = in[3], .memory_key_padding_mask = in[4],
-                  .tgt_is_causal = true}));
+    return one(l(
+        in[0], in[1],
+        {.tgt_key_padding_mask = in[3], .memory_key_padding_mask = in[4], .tgt_is_causal = true}));
   });
 }
 
@@ -51,8 +51,8 @@ TEST_CASE("parity: TransformerDecoderLayer float (B*H, T, T) tgt_mask and (T, S)
           "[nn][parity]") {
   nn::TransformerDecoderLayer l(layer_options(4, 12));
   check_module_parity(kFamily, "layer_float_masks", l, [&](const std::vector<Tensor>& in) {
-    return one(
-        l(in[0], in[1], {.tgt_mask = in[2], .memory_mask = in[3], .memory_key_padding_mask = in[4]}));
+    return one(l(in[0], in[1],
+                 {.tgt_mask = in[2], .memory_mask = in[3], .memory_key_padding_mask = in[4]}));
   });
 }
 
@@ -90,9 +90,9 @@ TEST_CASE("parity: TransformerDecoder, 2 post-norm layers and a final norm, padd
   o.batch_first = true;
   nn::TransformerDecoder dec(o, 2, /*final_norm=*/true);
   check_module_parity(kFamily, "decoder_post_norm", dec, [&](const std::vector<Tensor>& in) {
-    return one(dec(in[0], in[1],
-                   {.tgt_mask = in[2], .tgt_key_padding_mask = in[3],
-                    .memory_key_padding_mask = in[4]}));
+    return one(
+        dec(in[0], in[1],
+            {.tgt_mask = in[2], .tgt_key_padding_mask = in[3], .memory_key_padding_mask = in[4]}));
   });
 }
 
@@ -115,9 +115,9 @@ TEST_CASE("parity: Transformer post-norm, seq-first, padding on source and memor
                      .dim_feedforward = 16,
                      .dropout = 0.0});
   check_module_parity(kFamily, "transformer_post", t, [&](const std::vector<Tensor>& in) {
-    return one(t(in[0], in[1],
-                 {.tgt_mask = in[2], .src_key_padding_mask = in[3],
-                  .memory_key_padding_mask = in[4]}));
+    return one(
+        t(in[0], in[1],
+          {.tgt_mask = in[2], .src_key_padding_mask = in[3], .memory_key_padding_mask = in[4]}));
   });
 }
 

@@ -63,9 +63,8 @@ TEST_CASE("TransformerDecoderLayer: PyTorch names and computation order", "[nn]"
     std::map<std::string, Tensor> p;
     for (auto& [name, t] : l.named_parameters()) p[name] = t;
     Tensor x = test::leaf({3, 2, 4}), mem = test::leaf({5, 2, 4}, 2);  // (T, B, E), (S, B, E)
-    Tensor kpm = from_vector<bool>({false, false, false, true, false, false, true, false, false,
-                                    false},
-                                   {2, 5});
+    Tensor kpm = from_vector<bool>(
+        {false, false, false, true, false, false, true, false, false, false}, {2, 5});
     auto sa = [&](const Tensor& h) {
       return l.self_attn()->forward(h, h, h, {.is_causal = true}).output;
     };
@@ -166,8 +165,9 @@ TEST_CASE("Transformer: generate_square_subsequent_mask is PyTorch's", "[nn]") {
 }
 
 TEST_CASE("Transformer decoder: bad input gives clear errors", "[nn]") {
-  CHECK_THROWS_WITH(nn::TransformerDecoderLayer(nn::TransformerLayerOptions{.d_model = 6, .nhead = 4}),
-                    Contains("TransformerDecoderLayer") && Contains("divisible"));
+  CHECK_THROWS_WITH(
+      nn::TransformerDecoderLayer(nn::TransformerLayerOptions{.d_model = 6, .nhead = 4}),
+      Contains("TransformerDecoderLayer") && Contains("divisible"));
   nn::TransformerDecoderLayer l(small(false));
   l.to(kFloat64);
   CHECK_THROWS_WITH(l(test::leaf({2, 2, 4}), Tensor()), Contains("memory is undefined"));
@@ -180,7 +180,10 @@ TEST_CASE("Transformer decoder: bad input gives clear errors", "[nn]") {
   auto shared = std::make_shared<nn::TransformerDecoderLayer>(o);
   CHECK_THROWS_WITH(nn::TransformerDecoder([&] { return shared; }, 2), Contains("same layer"));
   CHECK_THROWS_WITH(nn::TransformerDecoder(o, -1), Contains("num_layers"));
-  nn::Transformer t({.d_model = 4, .nhead = 2, .num_encoder_layers = 1, .num_decoder_layers = 1,
+  nn::Transformer t({.d_model = 4,
+                     .nhead = 2,
+                     .num_encoder_layers = 1,
+                     .num_decoder_layers = 1,
                      .dim_feedforward = 6});
   CHECK_THROWS_WITH(t(test::leaf({3, 2, 4}), test::leaf({2, 3, 4})),
                     Contains("Transformer") && Contains("(3, 2, 4)") && Contains("(2, 3, 4)"));
@@ -206,7 +209,7 @@ TEST_CASE("TransformerEncoder: named masks, forward(x, {.is_causal = true})", "[
     NoGradGuard g;
     y2.select(0, 2).fill_(3.0);
   }
-  CHECK_CLOSE(layer(y, {.is_causal = true}).select(0, 0), layer(y2, {.is_causal = true}).select(0, 0),
-              0, 0);
+  CHECK_CLOSE(layer(y, {.is_causal = true}).select(0, 0),
+              layer(y2, {.is_causal = true}).select(0, 0), 0, 0);
   CHECK(max(abs(sub(layer(y).select(0, 0), layer(y2).select(0, 0)))).item() > 1e-3);
 }
