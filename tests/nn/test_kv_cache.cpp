@@ -151,6 +151,22 @@ TEST_CASE("KV cache: cached self-attention equals full causal attention", "[nn]"
   }
 }
 
+TEST_CASE("KV cache: unbatched (L, E) input", "[nn]") {
+  nn::MultiheadAttention mha(8, 2);
+  randomize(mha, kFloat64, 8);
+  Tensor x = test::leaf({5, 8}).detach();
+  NoGradGuard no_grad;
+  Tensor full = mha(x, x, x, {.is_causal = true}).output;
+  nn::KVCache cache(5);
+  std::vector<Tensor> parts;
+  for (int64_t i = 0; i < 5; ++i) {
+    Tensor xi = x.narrow(0, i, 1);
+    parts.push_back(mha(xi, xi, xi, {.is_causal = true, .kv_cache = &cache}).output);
+  }
+  CHECK(cache.batch_size() == 1);
+  CHECK_CLOSE(cat(parts, 0), full, 1e-12, 0);
+}
+
 TEST_CASE("KV cache: a static cache stores the memory's keys/values once", "[nn]") {
   nn::MultiheadAttention mha(8, 2, 0.0, true, 5, 3);  // separate q/k/v weights (kdim, vdim)
   randomize(mha, kFloat64, 4);

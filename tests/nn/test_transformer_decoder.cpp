@@ -156,6 +156,25 @@ TEST_CASE("TransformerDecoder and Transformer: names, composition, gradcheck", "
       with_params({src, tgt}, t));
 }
 
+TEST_CASE("Transformer layers: bias = false leaves out every bias", "[nn]") {
+  auto o = small(false);
+  o.bias = false;
+  nn::TransformerEncoderLayer enc(o);
+  CHECK(keys(enc.state_dict()) ==
+        std::vector<std::string>{"self_attn.in_proj_weight", "self_attn.out_proj.weight",
+                                 "linear1.weight", "linear2.weight", "norm1.weight",
+                                 "norm2.weight"});
+  nn::Transformer t({.d_model = 4,
+                     .nhead = 2,
+                     .num_encoder_layers = 1,
+                     .num_decoder_layers = 1,
+                     .dim_feedforward = 6,
+                     .dropout = 0.0,
+                     .bias = false});
+  for (const auto& k : keys(t.state_dict())) CHECK(k.find("bias") == std::string::npos);
+  CHECK(t.state_dict().size() == 6 + 1 + 9 + 1);  // encoder layer, its norm, decoder layer, norm
+}
+
 TEST_CASE("Transformer: generate_square_subsequent_mask is PyTorch's", "[nn]") {
   Tensor m = nn::Transformer::generate_square_subsequent_mask(3, kFloat64);
   const double inf = std::numeric_limits<double>::infinity();
