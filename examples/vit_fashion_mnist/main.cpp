@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "examples/common/cli.h"
+#include "examples/common/fashion_mnist.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
@@ -28,10 +29,6 @@
 using namespace nabla;
 
 namespace {
-
-constexpr double kMean = 0.2860, kStd = 0.3530;  // Fashion-MNIST training-set pixel statistics
-const std::vector<std::string> kClasses = {"T-shirt", "Trouser", "Pullover", "Dress", "Coat",
-                                           "Sandal",  "Shirt",   "Sneaker",  "Bag",   "Boot"};
 
 struct Config {
   // Patches of 7x7 (16 tokens + CLS): at equal wall-clock time they beat 4x4 patches (49 tokens),
@@ -54,34 +51,6 @@ struct Config {
 struct Batch {
   Tensor images, labels;
 };
-
-// Every k-th example so that `keep` remain (an evenly spread subset, all classes present).
-data::ImageDataset thin(const data::ImageDataset& d, int64_t keep) {
-  const int64_t n = d.images.size(0);
-  if (keep <= 0 || keep >= n) return d;
-  const int64_t step = n / keep;
-  return {d.images.slice(0, 0, step * keep, step).contiguous(),
-          d.labels.slice(0, 0, step * keep, step).contiguous()};
-}
-
-// (N, 28, 28) in [0, 1] -> (N, 1, 28, 28) normalised.
-Tensor normalise(const Tensor& images) {
-  return div(sub(images, kMean), kStd).unsqueeze(1).contiguous();
-}
-
-// Training-time augmentation (--augment): a random horizontal flip per image and one random shift
-// of up to 2 pixels per batch (pad with the background value, crop). It draws from the default
-// generator, which the checkpoint saves, so a resumed run draws as an uninterrupted one would.
-Tensor augment(const Tensor& images) {
-  NoGradGuard no_grad;
-  const int64_t n = images.size(0), h = images.size(2), w = images.size(3);
-  const Tensor flip = lt(rand({n, 1, 1, 1}), 0.5);
-  const Tensor mirrored =
-      index_select(images, 3, arange(static_cast<double>(w - 1), -1.0, -1.0, kInt64));
-  const Tensor padded = pad(where(flip, mirrored, images), {2, 2, 2, 2}, -kMean / kStd);
-  const auto offset = randint(0, 5, {2}).to_vector<int64_t>();
-  return padded.narrow(2, offset[0], h).narrow(3, offset[1], w).contiguous();
-}
 
 std::optional<int> parse_flags(Config& c, int argc, char** argv) {
   examples::CommandLine cli("Vision Transformer on Fashion-MNIST (Debian's dataset-fashion-mnist)");
@@ -107,25 +76,14 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
   return std::nullopt;
 }
 
-// Both splits, thinned to --train-limit / --test-limit, and their normalised model inputs.
-struct FashionData {
-  data::ImageDataset train, test;
-  Tensor train_x, test_x;  // (N, 1, 28, 28)
-};
-
-FashionData load_data(Config& c) {
+examples::FashionData load_data(Config& c) {
   if (c.smoke) {
     c.train_limit = 256;
     c.test_limit = 256;
     c.epochs = 2;
     c.depth = std::min<int64_t>(c.depth, 2);
   }
-  FashionData d;
-  d.train = thin(data::read_mnist_style(data::kFashionMnistDir, "train"), c.train_limit);
-  d.test = thin(data::read_mnist_style(data::kFashionMnistDir, "t10k"), c.test_limit);
-  d.train_x = normalise(d.train.images);
-  d.test_x = normalise(d.test.images);
-  return d;
+  return examples::load_fashion_mnist(c.train_limit, c.test_limit);
 }
 
 nn::ViTConfig vit_config(const Config& c) {
@@ -142,47 +100,14 @@ nn::ViTConfig vit_config(const Config& c) {
   return vc;
 }
 
-// The confusion matrix and the mean loss (the training criterion, label smoothing included)
-// over the test split, 500 images at a time (eval mode, no graph).
-struct Evaluation {
-  examples::ConfusionMatrix confusion;
-  double loss = 0;
-};
-Evaluation evaluate(nn::ViT& model, const FashionData& d, double label_smoothing) {
-  NoGradGuard no_grad;
-  model.eval();
-  Evaluation e{examples::ConfusionMatrix(kClasses)};
-  const CrossEntropyOptions summed{.label_smoothing = label_smoothing, .reduction = Reduction::Sum};
-  const int64_t n_test = d.test_x.size(0), eb = 500;
-  for (int64_t s = 0; s < n_test; s += eb) {
-    const int64_t len = std::min(eb, n_test - s);
-    const Tensor logits = model.forward(d.test_x.narrow(0, s, len)),
-                 y = d.test.labels.narrow(0, s, len);
-    e.loss += cross_entropy(logits, y, summed).item() / static_cast<double>(n_test);
-    e.confusion.add(y, argmax(logits, -1));
-  }
-  model.train();
-  return e;
-}
-
-// The first test image of each class, captioned (samples.png).
-void save_samples(const FashionData& d, const std::string& path) {
-  viz::ImageGrid grid{.rows = 28, .cols = 28, .per_row = 5, .scale = 3, .title = "Fashion-MNIST"};
-  const auto labels = d.test.labels.to_vector<int64_t>();
-  for (int64_t cls = 0; cls < static_cast<int64_t>(kClasses.size()); ++cls)
-    if (auto at = std::find(labels.begin(), labels.end(), cls); at != labels.end()) {
-      grid.images.push_back(d.test.images.select(0, at - labels.begin())
-                                .to(kFloat64)
-                                .contiguous()
-                                .to_vector<double>());
-      grid.captions.push_back(kClasses[static_cast<size_t>(cls)]);
-    }
-  viz::image_grid(path, grid);
+examples::Evaluation evaluate(nn::ViT& model, const examples::FashionData& d, double smoothing) {
+  return examples::evaluate_fashion(
+      model, [&](const Tensor& x) { return model.forward(x); }, d, smoothing);
 }
 
 // The last block's CLS attention over the patch grid, averaged over heads, for the first 6 test
 // images, drawn over them; captions are "true/predicted".
-void save_attention(nn::ViT& model, const FashionData& d, const std::string& path) {
+void save_attention(nn::ViT& model, const examples::FashionData& d, const std::string& path) {
   NoGradGuard no_grad;
   model.eval();
   model.set_store_attention(true);
@@ -198,8 +123,8 @@ void save_attention(nn::ViT& model, const FashionData& d, const std::string& pat
   drawing.maps = att.to_vector<float>();
   const auto p = pred.to_vector<int64_t>(), y = d.test.labels.narrow(0, 0, k).to_vector<int64_t>();
   for (size_t b = 0; b < p.size(); ++b)
-    drawing.captions.push_back(kClasses[static_cast<size_t>(y[b])] + "/" +
-                               kClasses[static_cast<size_t>(p[b])]);
+    drawing.captions.push_back(examples::fashion_classes()[static_cast<size_t>(y[b])] + "/" +
+                               examples::fashion_classes()[static_cast<size_t>(p[b])]);
   drawing.title = "CLS attention of the last block (mean over heads); true/predicted";
   viz::patch_attention_strip(path, drawing, 6);
 }
@@ -212,7 +137,7 @@ int run(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
 
   // --- data ---------------------------------------------------------------------------------
-  const FashionData d = load_data(c);
+  const examples::FashionData d = load_data(c);
   fmt::print("vit_fashion_mnist: {} train / {} test images, {}\n", d.train_x.size(0),
              d.test_x.size(0), runtime_info());
   data::DataLoader<Batch>::Options lopts;
@@ -247,7 +172,8 @@ int run(int argc, char** argv) {
       model, opt, sched.get(), loader);
   model.train();
   while (auto batch = training.next_batch(loader)) {
-    Tensor logits = model.forward(c.augment ? augment(batch->images) : batch->images);
+    Tensor logits =
+        model.forward(c.augment ? examples::augment_fashion(batch->images) : batch->images);
     Tensor loss = cross_entropy(logits, batch->labels, {.label_smoothing = c.label_smoothing});
     opt.zero_grad();
     loss.backward();
@@ -255,7 +181,7 @@ int run(int argc, char** argv) {
     opt.step();
     sched->step();
     if (training.step_done(loss.item(), batch->labels.numel())) {
-      const Evaluation e = evaluate(model, d, c.label_smoothing);
+      const examples::Evaluation e = evaluate(model, d, c.label_smoothing);
       training.end_epoch({e.confusion.accuracy(), e.loss});
     }
   }
@@ -267,7 +193,7 @@ int run(int argc, char** argv) {
   const double test_acc = confusion.accuracy();
   confusion.print();
   save_attention(model, d, c.out + "/attention.png");
-  save_samples(d, c.out + "/samples.png");
+  examples::save_fashion_samples(d, c.out + "/samples.png");
   training.losses().plot(c.out + "/loss.png", "vit_fashion_mnist: loss", "cross-entropy");
   confusion.save_heatmap(c.out + "/confusion.png");
   fmt::print(

@@ -10,6 +10,12 @@ shift 2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
+# Every header under <prefix>/include/nabla/: nothing generic (core/, data/) on a user's path.
+top=$(ls "$work/prefix/include")
+if [[ $top != nabla ]]; then
+  echo "install: <prefix>/include holds '$top', expected only nabla/" >&2
+  exit 1
+fi
 cmake -S "$src/$project" -B "$work/build" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" "$@" >/dev/null
 cmake --build "$work/build" >/dev/null

@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -114,7 +115,7 @@ struct Dist {
 inline constexpr Dist kPositive{0.2, 3.0};
 inline constexpr Dist kLarge{-1e4, 1e4};
 
-void reset_seed(uint64_t seed);  // at the start of every entry's generator: values reproducible
+void reset_seed(std::string_view op_name);  // before an entry's samples: values reproducible
 Arg arg(const Shape& shape, Dist d = {}, Layout layout = Layout::Plain);
 Arg transposed(const Shape& shape, Dist d = {});  // shape is what the op sees
 Arg strided(const Shape& shape, Dist d = {});
@@ -156,12 +157,9 @@ std::vector<OpInfo> indexing_ops();        // ops_indexing.cpp: embedding.h, ind
 std::vector<OpInfo> pointwise_more_ops();  // ops_pointwise_more.cpp: activation_more.h,
                                            // rounding.h, lerp and atan2
 std::vector<OpInfo> conv_attention_ops();  // ops_conv_attention.cpp: patches.h, attention.h
-std::vector<OpInfo> conv_ops();            // ops_conv.cpp: conv.h but conv2d
-// conv2d's entry (ops_conv.cpp), listed in conv_attention_ops() where it was first: an entry's
-// sample values are seeded by its index in all_ops(), so moving one changes the others' values.
-OpInfo conv2d_entry();
-std::vector<OpInfo> pool_ops();  // ops_pool.cpp: pool.h
-std::vector<OpInfo> norm_ops();  // ops_norms.cpp: norms.h
+std::vector<OpInfo> conv_ops();            // ops_conv.cpp: conv.h
+std::vector<OpInfo> pool_ops();            // ops_pool.cpp: pool.h
+std::vector<OpInfo> norm_ops();            // ops_norms.cpp: norms.h
 const std::vector<OpInfo>& all_ops();
 
 }  // namespace nabla::op_db

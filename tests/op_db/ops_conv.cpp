@@ -234,16 +234,13 @@ const Tolerance split_gemm{1e-4, 1e-5};
 const std::string split_note =
     "weight gradient summed per thread: 1 vs 2 threads agree within ~1000 eps (float32)";
 
-OpInfo conv2d_entry() {
-  return {.name = "conv2d",
-          .samples = [] { return conv2d_samples(conv2d); },
-          .errors = [] { return conv2d_errors(conv2d, "conv2d"); },
-          .threads = split_gemm,
-          .note = split_note};
-}
-
 std::vector<OpInfo> conv_ops() {
   std::vector<OpInfo> t;
+  t.push_back({.name = "conv2d",
+               .samples = [] { return conv2d_samples(conv2d); },
+               .errors = [] { return conv2d_errors(conv2d, "conv2d"); },
+               .threads = split_gemm,
+               .note = split_note});
   t.push_back({.name = "conv2d_composite",
                .samples = [] { return without_big(conv2d_samples(conv2d_composite)); },
                .errors = [] { return conv2d_errors(conv2d_composite, "conv2d_composite"); },

@@ -266,7 +266,6 @@ std::vector<OpInfo> conv_attention_ops() {
                            }),
     };
   }));
-  t.push_back(conv2d_entry());
   for (auto [name, f] : {std::pair<const char*, SdpaFn>{"scaled_dot_product_attention",
                                                         scaled_dot_product_attention},
                          std::pair<const char*, SdpaFn>{"scaled_dot_product_attention_composite",

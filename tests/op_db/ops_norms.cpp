@@ -117,15 +117,6 @@ std::vector<Sample> rms_norm_samples() {
   };
 }
 
-OpInfo entry(const std::string& name, std::function<std::vector<Sample>()> samples,
-             std::function<std::vector<ErrorInput>()> errors) {
-  OpInfo op;
-  op.name = name;
-  op.samples = std::move(samples);
-  op.errors = std::move(errors);
-  return op;
-}
-
 }  // namespace
 
 std::vector<OpInfo> norm_ops() {

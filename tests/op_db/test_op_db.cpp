@@ -347,7 +347,16 @@ void check_sample(const Context& c, const Sample& s) {
       auto graph = autograd::grad({out}, wrt, {w}, true, /*create_graph=*/true, true);
       Tensor total = scalar_tensor(0.0, kFloat64);
       for (size_t i = 0; i < graph.size(); ++i) {
-        if (std::string d = close_diff(graph[i], plain[i], {1e-12, 1e-9}); !d.empty())
+        // The two backward paths round differently, by about eps times the inputs' and the
+        // gradient's magnitude: with |q| up to 1e4, a saturated softmax leaves ~1e-12 in one path
+        // where the other has 0. The absolute tolerance scales with both.
+        double scale = 1.0;
+        std::vector<Tensor> magnitudes = values;
+        magnitudes.push_back(plain[i]);
+        for (const Tensor& t : magnitudes)
+          if (t.defined() && t.numel() > 0 && is_floating(t.dtype()))
+            scale = std::max(scale, max(abs(t.detach())).to(kFloat64).item());
+        if (std::string d = close_diff(graph[i], plain[i], {1e-12 * scale, 1e-9}); !d.empty())
           return c.fail("create_graph", fmt::format("gradient {} differs: {}", i, d));
         if (graph[i].defined() && graph[i].requires_grad())
           total = add(total, sum(mul(graph[i], graph[i])));
@@ -409,12 +418,11 @@ TEST_CASE("op_db: generated checks for every op in the table", "[op_db]") {
   Sweep sweep;
   const auto only = selected_ops();
   const auto& table = all_ops();
-  for (size_t i = 0; i < table.size(); ++i) {
-    const OpInfo& op = table[i];
+  for (const OpInfo& op : table) {
     if (!only.empty() && !only.count(op.name)) continue;
     ++sweep.ops;
     const auto start = std::chrono::steady_clock::now();
-    reset_seed(i);
+    reset_seed(op.name);
     Context c{sweep, op};
     std::vector<Sample> samples;
     c.run("samples", [&] { samples = op.samples(); });
