@@ -160,10 +160,10 @@ TEST_CASE("Transformer layers: bias = false leaves out every bias", "[nn]") {
   auto o = small(false);
   o.bias = false;
   nn::TransformerEncoderLayer enc(o);
-  CHECK(keys(enc.state_dict()) ==
-        std::vector<std::string>{"self_attn.in_proj_weight", "self_attn.out_proj.weight",
-                                 "linear1.weight", "linear2.weight", "norm1.weight",
-                                 "norm2.weight"});
+  CHECK(keys(enc.state_dict()) == std::vector<std::string>{"self_attn.in_proj_weight",
+                                                           "self_attn.out_proj.weight",
+                                                           "linear1.weight", "linear2.weight",
+                                                           "norm1.weight", "norm2.weight"});
   nn::Transformer t({.d_model = 4,
                      .nhead = 2,
                      .num_encoder_layers = 1,
