@@ -51,7 +51,7 @@ decltype(auto) dispatch_float(DType dt, const char* op, F&& f) {
       return f(double{});
     default:
       throw DTypeError(std::string(op) + ": expected a floating dtype (float32 or float64), got " +
-                       dtype_name(dt));
+                       dtype_name(dt) + "; convert with .to(kFloat32)");
   }
 }
 

@@ -13,9 +13,45 @@ namespace nabla {
 
 void Tensor::throw_undefined() { throw ValueError("use of an undefined Tensor"); }
 
+// The C++ element type and the constant naming each dtype, for messages that say what to call.
+static const char* cpp_type_name(DType dt) {
+  switch (dt) {
+    case kFloat32:
+      return "float";
+    case kFloat64:
+      return "double";
+    case kInt64:
+      return "int64_t";
+    case kBool:
+      return "bool";
+  }
+  return "?";
+}
+static const char* dtype_constant(DType dt) {
+  switch (dt) {
+    case kFloat32:
+      return "kFloat32";
+    case kFloat64:
+      return "kFloat64";
+    case kInt64:
+      return "kInt64";
+    case kBool:
+      return "kBool";
+  }
+  return "?";
+}
+
+// `what` is the public call that asked (data_ptr, to_vector): names both dtypes and the two fixes.
+static DTypeError element_type_mismatch(const char* what, const Tensor& t, DType requested) {
+  return DTypeError(fmt::format(
+      "Tensor::{}<{}>: the tensor is {} (shape {}), not {}; call {}<{}>() or convert first with "
+      ".to({})",
+      what, cpp_type_name(requested), dtype_name(t.dtype()), shape_str(t.shape()),
+      dtype_name(requested), what, cpp_type_name(t.dtype()), dtype_constant(requested)));
+}
+
 void Tensor::throw_dtype_mismatch(DType requested) const {
-  throw DTypeError(fmt::format("data_ptr: tensor has dtype {}, requested {}", dtype_name(dtype()),
-                               dtype_name(requested)));
+  throw element_type_mismatch("data_ptr", *this, requested);
 }
 
 int64_t Tensor::size(int64_t d) const {
@@ -54,6 +90,7 @@ double Tensor::item() const { return item<double>(); }
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  if (dtype() != dtype_of<T>()) throw element_type_mismatch("to_vector", *this, dtype_of<T>());
   Tensor c = detach().contiguous();
   const T* p = c.data_ptr<T>();
   return std::vector<T>(p, p + c.numel());

@@ -318,8 +318,13 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   auto i = static_cast<size_t>(existing_dim("narrow", d, shape()));
   const int64_t n = shape()[i];
   const int64_t begin = start < 0 ? start + n : start;
-  if (begin < 0 || begin > n || length < 0 || length > n - begin)
-    throw ShapeError(
+  // As PyTorch: a start outside [-n, n] or a window past the end is an IndexError.
+  if (length < 0)
+    throw ValueError(
+        fmt::format("narrow: start {} and length {}: the length must be >= 0 (shape {})", start,
+                    length, shape_str(shape())));
+  if (begin < 0 || begin > n || length > n - begin)
+    throw IndexError(
         fmt::format("narrow: start {} and length {} are out of range for dim {} of "
                     "size {} (shape {})",
                     start, length, d, n, shape_str(shape())));
@@ -348,8 +353,9 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   auto i = static_cast<size_t>(existing_dim("select", d, shape()));
   const int64_t n = shape()[i];
   if (index < -n || index >= n)
-    throw ShapeError(
-        fmt::format("select: index {} is out of range for dim {} of size {}", index, d, n));
+    throw IndexError(
+        fmt::format("select: index {} is out of range for dim {} of size {} (shape {})", index, d,
+                    n, shape_str(shape())));
   if (index < 0) index += n;
   Shape s = shape(), st = strides();
   s.erase(s.begin() + static_cast<int64_t>(i));

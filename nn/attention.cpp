@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "nabla/core/error.h"
@@ -103,12 +104,13 @@ Tensor AttentionScorer::attend(const Tensor& scores, const Tensor& values,
 // AdditiveAttention
 //   score(q, k) = w_v . tanh(W_q q + W_k k)
 
-AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens,
-                                     double dropout, DType dtype)
-    : AttentionScorer("AdditiveAttention", dropout) {
-  W_k_ = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, false, dtype));
-  W_q_ = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, false, dtype));
-  w_v_ = register_module("w_v", std::make_shared<Linear>(num_hiddens, 1, false, dtype));
+AdditiveAttention::AdditiveAttention(int64_t query_size, int64_t key_size, int64_t num_hiddens,
+                                     const AttentionScorerOptions& options)
+    : AttentionScorer("AdditiveAttention", options.dropout) {
+  const LinearOptions no_bias{.bias = false, .dtype = options.dtype};
+  W_k_ = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, no_bias));
+  W_q_ = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, no_bias));
+  w_v_ = register_module("w_v", std::make_shared<Linear>(num_hiddens, 1, no_bias));
 }
 
 Tensor AdditiveAttention::scores(const Tensor& queries, const Tensor& keys) const {
@@ -153,11 +155,12 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
 //   Linear([q; k]) = W[:, :dq] q + (W[:, dq:] k + b): the two halves of the weight are applied
 //   separately and broadcast over (Q, K), so the (B, Q, K, dq + dk) concatenation is never built.
 
-ConcatLinearAttention::ConcatLinearAttention(int64_t query_size, int64_t key_size, double dropout,
-                                             DType dtype)
-    : AttentionScorer("ConcatLinearAttention", dropout), query_size_(query_size) {
-  linear_ =
-      register_module("linear", std::make_shared<Linear>(query_size + key_size, 1, true, dtype));
+ConcatLinearAttention::ConcatLinearAttention(int64_t query_size, int64_t key_size,
+                                             const AttentionScorerOptions& options)
+    : AttentionScorer("ConcatLinearAttention", options.dropout), query_size_(query_size) {
+  linear_ = register_module(
+      "linear",
+      std::make_shared<Linear>(query_size + key_size, 1, LinearOptions{.dtype = options.dtype}));
 }
 
 Tensor ConcatLinearAttention::scores(const Tensor& queries, const Tensor& keys) const {
@@ -180,10 +183,12 @@ Tensor ConcatLinearAttention::forward(const Tensor& queries, const Tensor& keys,
 }
 
 ConcatTanhSumAttention::ConcatTanhSumAttention(int64_t query_size, int64_t key_size,
-                                               int64_t num_hiddens, double dropout, DType dtype)
-    : AttentionScorer("ConcatTanhSumAttention", dropout), query_size_(query_size) {
-  linear_ = register_module(
-      "linear", std::make_shared<Linear>(query_size + key_size, num_hiddens, true, dtype));
+                                               int64_t num_hiddens,
+                                               const AttentionScorerOptions& options)
+    : AttentionScorer("ConcatTanhSumAttention", options.dropout), query_size_(query_size) {
+  linear_ =
+      register_module("linear", std::make_shared<Linear>(query_size + key_size, num_hiddens,
+                                                         LinearOptions{.dtype = options.dtype}));
 }
 
 Tensor ConcatTanhSumAttention::scores(const Tensor& queries, const Tensor& keys) const {
@@ -212,19 +217,23 @@ Tensor ConcatTanhSumAttention::forward(const Tensor& queries, const Tensor& keys
 //   applied = weights.unsqueeze(0) @ V                 (1, N, value_size2)
 //   output  = attn_combine([Q[0]; applied[0]]).unsqueeze(0)   (1, N, output_size)
 
-LocationBasedAttention::LocationBasedAttention(int64_t query_size, int64_t key_size,
-                                               int64_t value_size1, int64_t value_size2,
-                                               int64_t output_size, DType dtype)
+LocationBasedAttention::LocationBasedAttention(const LocationBasedAttentionOptions& o)
     : Module("LocationBasedAttention"),
-      query_size_(query_size),
-      key_size_(key_size),
-      value_size1_(value_size1),
-      value_size2_(value_size2),
-      output_size_(output_size) {
-  attn_ = register_module(
-      "attn", std::make_shared<Linear>(query_size + key_size, value_size1, true, dtype));
+      query_size_(o.query_size),
+      key_size_(o.key_size),
+      value_size1_(o.value_size1),
+      value_size2_(o.value_size2),
+      output_size_(o.output_size) {
+  if (std::min({o.query_size, o.key_size, o.value_size1, o.value_size2, o.output_size}) <= 0)
+    throw ValueError(fmt::format(
+        "LocationBasedAttention: every size must be set and > 0, got query_size {}, key_size {}, "
+        "value_size1 {}, value_size2 {}, output_size {}",
+        o.query_size, o.key_size, o.value_size1, o.value_size2, o.output_size));
+  const LinearOptions lo{.dtype = o.dtype};
+  attn_ = register_module("attn",
+                          std::make_shared<Linear>(o.query_size + o.key_size, o.value_size1, lo));
   attn_combine_ = register_module(
-      "attn_combine", std::make_shared<Linear>(query_size + value_size2, output_size, true, dtype));
+      "attn_combine", std::make_shared<Linear>(o.query_size + o.value_size2, o.output_size, lo));
 }
 
 LocationBasedAttention::Result LocationBasedAttention::forward(const Tensor& Q, const Tensor& K,

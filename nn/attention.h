@@ -44,6 +44,13 @@ struct AttentionMask {
 // error messages.
 Tensor masked_attention_softmax(const Tensor& scores, const AttentionMask& mask, const char* who);
 
+// The optional arguments of the scoring modules with parameters (Additive, ConcatLinear,
+// ConcatTanhSum): dropout on the attention weights in training, and the parameters' dtype.
+struct AttentionScorerOptions {
+  double dropout = 0;
+  DType dtype = kFloat32;
+};
+
 // Shared by the scoring modules: checks shapes, then weights = masked softmax of the scores,
 // kept for attention_weights(), out = dropout(weights) @ values.
 class AttentionScorer : public Module {
@@ -67,11 +74,12 @@ class AttentionScorer : public Module {
 };
 
 // d2l's AdditiveAttention: parameters W_k.weight (h, dk), W_q.weight (h, dq), w_v.weight (1, h),
-// no biases. The features tanh(W_q q + W_k k) are (B, Q, K, h).
+// no biases. The features tanh(W_q q + W_k k) are (B, Q, K, h). Sizes are query first, as in
+// forward and the other scorers (d2l's constructor takes key_size first).
 class AdditiveAttention : public AttentionScorer {
  public:
-  AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout = 0,
-                    DType dtype = kFloat32);
+  AdditiveAttention(int64_t query_size, int64_t key_size, int64_t num_hiddens,
+                    const AttentionScorerOptions& options = {});
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                  const AttentionMask& mask = {});
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
@@ -112,8 +120,8 @@ class DotProductAttention : public AttentionScorer {
 // fixed number of scores at once.
 class ConcatLinearAttention : public AttentionScorer {
  public:
-  ConcatLinearAttention(int64_t query_size, int64_t key_size, double dropout = 0,
-                        DType dtype = kFloat32);
+  ConcatLinearAttention(int64_t query_size, int64_t key_size,
+                        const AttentionScorerOptions& options = {});
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                  const AttentionMask& mask = {});
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
@@ -134,7 +142,7 @@ class ConcatLinearAttention : public AttentionScorer {
 class ConcatTanhSumAttention : public AttentionScorer {
  public:
   ConcatTanhSumAttention(int64_t query_size, int64_t key_size, int64_t num_hiddens,
-                         double dropout = 0, DType dtype = kFloat32);
+                         const AttentionScorerOptions& options = {});
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                  const AttentionMask& mask = {});
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
@@ -156,6 +164,16 @@ class ConcatTanhSumAttention : public AttentionScorer {
 // output_size) joins the query and the weighted values.
 //   Q (1, N, query_size), K (1, N, key_size), V (1, value_size1, value_size2)
 //   -> output (1, N, output_size), weights (N, value_size1). The tutorial uses N = 1.
+// Five sizes, so they are named: LocationBasedAttention({.query_size = 32, .key_size = 32,
+// .value_size1 = 10, .value_size2 = 32, .output_size = 32}); each must be set (> 0).
+struct LocationBasedAttentionOptions {
+  int64_t query_size = 0, key_size = 0;
+  int64_t value_size1 = 0;  // the number of value slots (V's dim 1)
+  int64_t value_size2 = 0;  // each slot's size (V's dim 2)
+  int64_t output_size = 0;
+  DType dtype = kFloat32;
+};
+
 class LocationBasedAttention : public Module {
  public:
   struct Result {
@@ -163,8 +181,7 @@ class LocationBasedAttention : public Module {
     Tensor weights;  // (N, value_size1), with history
     friend std::vector<Tensor*> module_outputs(Result& r) { return {&r.output, &r.weights}; }
   };
-  LocationBasedAttention(int64_t query_size, int64_t key_size, int64_t value_size1,
-                         int64_t value_size2, int64_t output_size, DType dtype = kFloat32);
+  explicit LocationBasedAttention(const LocationBasedAttentionOptions& options);
   Result forward(const Tensor& Q, const Tensor& K, const Tensor& V) const;
   Result operator()(const Tensor& Q, const Tensor& K, const Tensor& V) const {
     return call(&LocationBasedAttention::forward, Q, K, V);

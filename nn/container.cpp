@@ -13,7 +13,7 @@ void throw_bad_child_type(const char* container, size_t index, const std::string
       fmt::format("{}: module {} is a {}, not the requested type", container, index, actual));
 }
 void throw_bad_index(const char* container, size_t index, size_t size) {
-  throw ValueError(fmt::format("{}: index {} is out of range for size {}", container, index, size));
+  throw IndexError(fmt::format("{}: index {} is out of range for size {}", container, index, size));
 }
 }  // namespace detail
 

@@ -11,12 +11,11 @@
 
 namespace nabla::nn {
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, DType dtype,
-                     bool bias)
-    : Module("LayerNorm"), normalized_shape_(std::move(normalized_shape)), eps_(eps) {
-  if (elementwise_affine) {
-    weight_ = register_parameter("weight", ones(normalized_shape_, dtype));
-    if (bias) bias_ = register_parameter("bias", zeros(normalized_shape_, dtype));
+LayerNorm::LayerNorm(Shape normalized_shape, const LayerNormOptions& options)
+    : Module("LayerNorm"), normalized_shape_(std::move(normalized_shape)), eps_(options.eps) {
+  if (options.elementwise_affine) {
+    weight_ = register_parameter("weight", ones(normalized_shape_, options.dtype));
+    if (options.bias) bias_ = register_parameter("bias", zeros(normalized_shape_, options.dtype));
   }
 }
 
@@ -24,14 +23,14 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return layer_norm(x, normalized_shape_, weight_, bias_, eps_);
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
-                     std::optional<int64_t> padding_idx, DType dtype)
-    : Module("Embedding"), padding_idx_(padding_idx) {
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const EmbeddingOptions& options)
+    : Module("Embedding"), padding_idx_(options.padding_idx) {
+  const std::optional<int64_t>& padding_idx = options.padding_idx;
   if (padding_idx && (*padding_idx < -num_embeddings || *padding_idx >= num_embeddings))
-    throw ValueError(fmt::format("Embedding: padding_idx {} is out of range for {} embeddings",
+    throw IndexError(fmt::format("Embedding: padding_idx {} is out of range for {} embeddings",
                                  *padding_idx, num_embeddings));
   if (padding_idx_ && *padding_idx_ < 0) *padding_idx_ += num_embeddings;
-  weight_ = register_parameter("weight", empty({num_embeddings, embedding_dim}, dtype));
+  weight_ = register_parameter("weight", empty({num_embeddings, embedding_dim}, options.dtype));
   init::normal_(weight_, 0.0, 1.0);
   if (padding_idx_) {
     NoGradGuard no_grad;

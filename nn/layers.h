@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "nabla/core/generator.h"
 #include "nabla/nn/module.h"
@@ -10,13 +11,26 @@
 
 namespace nabla::nn {
 
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+  DType dtype = kFloat32;
+  bool bias = true;  // false: a weight but no bias (PyTorch's LayerNorm(..., bias=False))
+};
+
 // Normalises over the trailing dims `normalized_shape`; weight = 1, bias = 0 at init.
 class LayerNorm : public Module {
  public:
-  // bias = false: a weight but no bias (PyTorch's LayerNorm(..., bias=False)).
-  LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
-            DType dtype = kFloat32, bool bias = true);
-  explicit LayerNorm(int64_t size, double eps = 1e-5) : LayerNorm(Shape{size}, eps) {}
+  explicit LayerNorm(Shape normalized_shape, const LayerNormOptions& options = {});
+  explicit LayerNorm(int64_t size, const LayerNormOptions& options = {})
+      : LayerNorm(Shape{size}, options) {}
+  // The positional forms LayerNorm(shape, eps, elementwise_affine, dtype), kept for existing code.
+  LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine = true,
+            DType dtype = kFloat32)
+      : LayerNorm(std::move(normalized_shape),
+                  LayerNormOptions{
+                      .eps = eps, .elementwise_affine = elementwise_affine, .dtype = dtype}) {}
+  LayerNorm(int64_t size, double eps) : LayerNorm(Shape{size}, LayerNormOptions{.eps = eps}) {}
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return call(&LayerNorm::forward, x); }
   const Tensor& weight() const { return weight_; }
@@ -29,12 +43,20 @@ class LayerNorm : public Module {
   Tensor weight_, bias_;
 };
 
+struct EmbeddingOptions {
+  std::optional<int64_t> padding_idx = std::nullopt;  // negative counts from the end
+  DType dtype = kFloat32;
+};
+
 // A lookup table (num_embeddings, embedding_dim) ~ N(0, 1); the padding_idx row starts at zero
 // and gets no gradient.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim,
-            std::optional<int64_t> padding_idx = std::nullopt, DType dtype = kFloat32);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, const EmbeddingOptions& options = {});
+  // The positional form Embedding(num, dim, padding_idx, dtype), kept for existing code.
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
+            DType dtype = kFloat32)
+      : Embedding(num_embeddings, embedding_dim, EmbeddingOptions{padding_idx, dtype}) {}
   Tensor forward(const Tensor& indices) const;  // int64 (...) -> (..., embedding_dim)
   Tensor operator()(const Tensor& indices) const { return call(&Embedding::forward, indices); }
   const Tensor& weight() const { return weight_; }

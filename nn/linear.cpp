@@ -11,15 +11,16 @@
 
 namespace nabla::nn {
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype)
+Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
     : Module("Linear"), in_features_(in_features), out_features_(out_features) {
+  const DType dtype = options.dtype;
   if (in_features < 0 || out_features < 0)
     throw ValueError(fmt::format("Linear: in_features and out_features must be >= 0, got {} and {}",
                                  in_features, out_features));
   if (!is_floating(dtype))
     throw DTypeError(fmt::format("Linear: dtype must be floating, got {}", dtype_name(dtype)));
   weight_ = register_parameter("weight", empty({out_features, in_features}, dtype));
-  if (bias) bias_ = register_parameter("bias", empty({out_features}, dtype));
+  if (options.bias) bias_ = register_parameter("bias", empty({out_features}, dtype));
   reset_parameters();
 }
 

@@ -8,11 +8,19 @@
 
 namespace nabla::nn {
 
+struct LinearOptions {
+  bool bias = true;
+  DType dtype = kFloat32;
+};
+
 class Linear : public Module {
  public:
   // weight (out, in) ~ kaiming_uniform_(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in));
-  // bias (out) ~ U(-1/sqrt(in), 1/sqrt(in)).
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = kFloat32);
+  // bias (out) ~ U(-1/sqrt(in), 1/sqrt(in)). Linear(in, out, {.bias = false, .dtype = kFloat64}).
+  Linear(int64_t in_features, int64_t out_features, const LinearOptions& options = {});
+  // The positional form Linear(in, out, bias, dtype), kept for existing code.
+  Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype = kFloat32)
+      : Linear(in_features, out_features, LinearOptions{bias, dtype}) {}
 
   // x (..., in) -> (..., out).
   Tensor forward(const Tensor& x) const;

@@ -73,15 +73,15 @@ void BatchNorm2d::check_input_dim(const Tensor& x) const {
         fmt::format("BatchNorm2d: expected 4D (N, C, H, W) input, got {}", shape_str(x.shape())));
 }
 
-GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine, DType dtype)
-    : Module("GroupNorm"), num_groups_(num_groups), num_channels_(num_channels), eps_(eps) {
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, const GroupNormOptions& options)
+    : Module("GroupNorm"), num_groups_(num_groups), num_channels_(num_channels), eps_(options.eps) {
   if (num_groups <= 0 || num_channels <= 0 || num_channels % num_groups != 0)
     throw ValueError(fmt::format(
         "GroupNorm: num_channels must be divisible by num_groups, got {} channels and {} groups",
         num_channels, num_groups));
-  if (affine) {
-    weight_ = register_parameter("weight", ones({num_channels}, dtype));
-    bias_ = register_parameter("bias", zeros({num_channels}, dtype));
+  if (options.affine) {
+    weight_ = register_parameter("weight", ones({num_channels}, options.dtype));
+    bias_ = register_parameter("bias", zeros({num_channels}, options.dtype));
   }
 }
 
@@ -92,10 +92,10 @@ Tensor GroupNorm::forward(const Tensor& x) const {
   return group_norm(x, num_groups_, weight_, bias_, eps_);
 }
 
-RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine,
-                 DType dtype)
-    : Module("RMSNorm"), normalized_shape_(std::move(normalized_shape)), eps_(eps) {
-  if (elementwise_affine) weight_ = register_parameter("weight", ones(normalized_shape_, dtype));
+RMSNorm::RMSNorm(Shape normalized_shape, const RMSNormOptions& options)
+    : Module("RMSNorm"), normalized_shape_(std::move(normalized_shape)), eps_(options.eps) {
+  if (options.elementwise_affine)
+    weight_ = register_parameter("weight", ones(normalized_shape_, options.dtype));
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {

@@ -64,11 +64,16 @@ class BatchNorm2d : public BatchNormBase {
   void check_input_dim(const Tensor& x) const override;
 };
 
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;  // learnable per-channel weight (ones) and bias (zeros)
+  DType dtype = kFloat32;
+};
+
 // Input (N, C, *): C channels in num_groups groups; per-channel weight (ones) and bias (zeros).
 class GroupNorm : public Module {
  public:
-  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true,
-            DType dtype = kFloat32);
+  GroupNorm(int64_t num_groups, int64_t num_channels, const GroupNormOptions& options = {});
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return call(&GroupNorm::forward, x); }
   const Tensor& weight() const { return weight_; }
@@ -82,10 +87,15 @@ class GroupNorm : public Module {
 
 // Root-mean-square over the trailing dims normalized_shape, weight = 1 at init (no bias);
 // eps nullopt = the dtype's machine epsilon, as PyTorch.
+struct RMSNormOptions {
+  std::optional<double> eps = std::nullopt;
+  bool elementwise_affine = true;
+  DType dtype = kFloat32;
+};
+
 class RMSNorm : public Module {
  public:
-  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt,
-                   bool elementwise_affine = true, DType dtype = kFloat32);
+  explicit RMSNorm(Shape normalized_shape, const RMSNormOptions& options = {});
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return call(&RMSNorm::forward, x); }
   const Tensor& weight() const { return weight_; }

@@ -15,12 +15,18 @@ namespace {
 
 // Validates x (B, T, d) against a table of max_len positions of width d.
 void check_input(const char* op, const Tensor& x, int64_t d, int64_t max_len, DType dt) {
-  if (x.dim() != 3 || x.size(2) != d || x.size(1) > max_len)
+  if (x.dim() != 3 || x.size(2) != d)
     throw ShapeError(fmt::format("{}: expected input (batch, T <= {}, {}), got {}", op, max_len, d,
                                  shape_str(x.shape())));
+  if (x.size(1) > max_len)
+    throw ShapeError(fmt::format(
+        "{}: input {} has {} positions but the table holds max_len = {}; construct the module "
+        "with a larger max_len",
+        op, shape_str(x.shape()), x.size(1), max_len));
   if (x.dtype() != dt)
-    throw DTypeError(fmt::format("{}: input dtype {} differs from the table's dtype {}", op,
-                                 dtype_name(x.dtype()), dtype_name(dt)));
+    throw DTypeError(fmt::format(
+        "{}: input dtype {} differs from the table's dtype {}; convert the module with .to({})", op,
+        dtype_name(x.dtype()), dtype_name(dt), x.dtype() == kFloat64 ? "kFloat64" : "kFloat32"));
 }
 
 void check_sizes(const char* op, int64_t d, int64_t max_len) {
@@ -58,8 +64,8 @@ Tensor PositionalEncoding::forward(const Tensor& x) const {
   return (*dropout_)(add(x, P_.narrow(1, 0, x.size(1))));
 }
 
-LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t max_len, int64_t d_model,
-                                                     double dropout)
+LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d_model, double dropout,
+                                                     int64_t max_len)
     : Module("LearnedPositionalEncoding"), d_model_(d_model), max_len_(max_len) {
   check_sizes("LearnedPositionalEncoding", d_model, max_len);
   weight_ = register_parameter("weight", zeros({1, max_len, d_model}));

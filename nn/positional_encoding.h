@@ -13,6 +13,8 @@ namespace nabla::nn {
 // P[pos, 2i+1] = cos(pos / 10000^(2i/d)). Computed in double, returned in dt.
 Tensor sinusoidal_table(int64_t max_len, int64_t d, DType dt = kFloat32);
 
+// Both encodings take (d_model, dropout, max_len), the order of PyTorch's tutorial module.
+
 // X + P[:T] then dropout. P is a non-persistent buffer "P" of shape (1, max_len, d), so it is not
 // in state_dict() (d2l's PositionalEncoding).
 class PositionalEncoding : public Module {
@@ -34,7 +36,7 @@ class PositionalEncoding : public Module {
 // trunc_normal(std 0.02) like ViT's and BERT's position embeddings.
 class LearnedPositionalEncoding : public Module {
  public:
-  LearnedPositionalEncoding(int64_t max_len, int64_t d_model, double dropout);
+  LearnedPositionalEncoding(int64_t d_model, double dropout, int64_t max_len);
   // x (B, T, d_model) with T <= max_len -> (B, T, d_model).
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return call(&LearnedPositionalEncoding::forward, x); }

@@ -24,13 +24,15 @@ void check_tokens(const char* who, const char* what, const Tensor& t) {
 // Seq2SeqEncoder
 
 Seq2SeqEncoder::Seq2SeqEncoder(int64_t vocab_size, int64_t embed_size, int64_t num_hiddens,
-                               int64_t num_layers, double dropout, DType dtype)
+                               const Seq2SeqOptions& o)
     : Module("Seq2SeqEncoder") {
   embedding_ = register_module(
-      "embedding", std::make_shared<Embedding>(vocab_size, embed_size, std::nullopt, dtype));
+      "embedding",
+      std::make_shared<Embedding>(vocab_size, embed_size, EmbeddingOptions{.dtype = o.dtype}));
   rnn_ = register_module(
-      "rnn", std::make_shared<GRU>(embed_size, num_hiddens,
-                                   GRUOptions{num_layers, true, false, dropout, dtype}));
+      "rnn", std::make_shared<GRU>(
+                 embed_size, num_hiddens,
+                 GRUOptions{.num_layers = o.num_layers, .dropout = o.dropout, .dtype = o.dtype}));
 }
 
 GRU::Output Seq2SeqEncoder::forward(const Tensor& X) const {
@@ -47,17 +49,21 @@ GRU::Output Seq2SeqEncoder::forward(const Tensor& X) const {
 //   logits = dense(outputs)
 
 AttentionDecoder::AttentionDecoder(int64_t vocab_size, int64_t embed_size, int64_t num_hiddens,
-                                   int64_t num_layers, double dropout, DType dtype)
+                                   const Seq2SeqOptions& o)
     : Module("AttentionDecoder") {
-  attention_ = register_module(
-      "attention",
-      std::make_shared<AdditiveAttention>(num_hiddens, num_hiddens, num_hiddens, dropout, dtype));
+  attention_ = register_module("attention",
+                               std::make_shared<AdditiveAttention>(
+                                   num_hiddens, num_hiddens, num_hiddens,
+                                   AttentionScorerOptions{.dropout = o.dropout, .dtype = o.dtype}));
   embedding_ = register_module(
-      "embedding", std::make_shared<Embedding>(vocab_size, embed_size, std::nullopt, dtype));
+      "embedding",
+      std::make_shared<Embedding>(vocab_size, embed_size, EmbeddingOptions{.dtype = o.dtype}));
   rnn_ = register_module(
-      "rnn", std::make_shared<GRU>(embed_size + num_hiddens, num_hiddens,
-                                   GRUOptions{num_layers, true, false, dropout, dtype}));
-  dense_ = register_module("dense", std::make_shared<Linear>(num_hiddens, vocab_size, true, dtype));
+      "rnn", std::make_shared<GRU>(
+                 embed_size + num_hiddens, num_hiddens,
+                 GRUOptions{.num_layers = o.num_layers, .dropout = o.dropout, .dtype = o.dtype}));
+  dense_ = register_module(
+      "dense", std::make_shared<Linear>(num_hiddens, vocab_size, LinearOptions{.dtype = o.dtype}));
 }
 
 DecoderState AttentionDecoder::init_state(const GRU::Output& encoded,
@@ -144,9 +150,9 @@ EncoderDecoder::Decoded EncoderDecoder::greedy_decode(const Tensor& src, int64_t
   if (src.dtype() != kInt64 || src.dim() != 1)
     throw ShapeError(fmt::format("greedy_decode: src must be int64 (S,), got {} {}",
                                  dtype_name(src.dtype()), shape_str(src.shape())));
-  if (bos < 0 || bos >= V || eos < 0 || eos >= V)
-    throw ValueError(
-        fmt::format("greedy_decode: bos {} and eos {} must be in [0, {})", bos, eos, V));
+  if (bos < 0 || bos >= V || eos < 0 || eos >= V)  // token ids index the vocabulary
+    throw IndexError(fmt::format(
+        "greedy_decode: bos {} and eos {} must be in [0, {}), the target vocabulary", bos, eos, V));
   if (src_valid_len < 0 || max_len < 0)
     throw ValueError(fmt::format("greedy_decode: src_valid_len {} and max_len {} must be >= 0",
                                  src_valid_len, max_len));

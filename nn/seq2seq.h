@@ -16,11 +16,18 @@
 
 namespace nabla::nn {
 
+// The optional arguments of Seq2SeqEncoder and AttentionDecoder (GRUOptions' names).
+struct Seq2SeqOptions {
+  int64_t num_layers = 1;
+  double dropout = 0;  // between GRU layers, and on the decoder's attention weights
+  DType dtype = kFloat32;
+};
+
 // embedding (vocab, E) -> GRU(E, H, num_layers, dropout).
 class Seq2SeqEncoder : public Module {
  public:
-  Seq2SeqEncoder(int64_t vocab_size, int64_t embed_size, int64_t num_hiddens, int64_t num_layers,
-                 double dropout = 0, DType dtype = kFloat32);
+  Seq2SeqEncoder(int64_t vocab_size, int64_t embed_size, int64_t num_hiddens,
+                 const Seq2SeqOptions& options = {});
   // X (B, S) int64 tokens -> output (S, B, H) and h_n (num_layers, B, H).
   GRU::Output forward(const Tensor& X) const;
   GRU::Output operator()(const Tensor& X) const { return call(&Seq2SeqEncoder::forward, X); }
@@ -43,8 +50,8 @@ struct DecoderState {
 // rnn GRU(H + E, H, num_layers, dropout) over [context; embedding] (d2l's order), dense (H, vocab).
 class AttentionDecoder : public Module {
  public:
-  AttentionDecoder(int64_t vocab_size, int64_t embed_size, int64_t num_hiddens, int64_t num_layers,
-                   double dropout = 0, DType dtype = kFloat32);
+  AttentionDecoder(int64_t vocab_size, int64_t embed_size, int64_t num_hiddens,
+                   const Seq2SeqOptions& options = {});
   // From the encoder's output (S, B, H) and h_n (num_layers, B, H).
   DecoderState init_state(const GRU::Output& encoded, const Tensor& enc_valid_lens) const;
   // X (B, T) int64 tokens (teacher forcing, or one step at a time) -> logits (B, T, vocab);

@@ -95,7 +95,8 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
   linear2_ =
       register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias));
   auto norm = [&] {
-    return std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps, true, kFloat32, o.bias);
+    return std::make_shared<LayerNorm>(o.d_model,
+                                       LayerNormOptions{.eps = o.layer_norm_eps, .bias = o.bias});
   };
   norm1_ = register_module("norm1", norm());
   norm2_ = register_module("norm2", norm());
@@ -168,8 +169,9 @@ TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& layer, int
                                        bool final_norm)
     : TransformerEncoder(
           [&layer] { return std::make_shared<TransformerEncoderLayer>(layer); }, num_layers,
-          final_norm ? std::make_shared<LayerNorm>(Shape{layer.d_model}, layer.layer_norm_eps, true,
-                                                   kFloat32, layer.bias)
+          final_norm ? std::make_shared<LayerNorm>(
+                           layer.d_model,
+                           LayerNormOptions{.eps = layer.layer_norm_eps, .bias = layer.bias})
                      : nullptr) {}
 
 Tensor TransformerEncoder::forward(const Tensor& src, const EncoderForwardOptions& o) const {

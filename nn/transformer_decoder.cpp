@@ -27,7 +27,8 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
                                                 o.batch_first);
   };
   auto norm = [&] {
-    return std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps, true, kFloat32, o.bias);
+    return std::make_shared<LayerNorm>(o.d_model,
+                                       LayerNormOptions{.eps = o.layer_norm_eps, .bias = o.bias});
   };
   // Registration order = PyTorch's, so state_dict() lists the same keys in the same order.
   self_attn_ = register_module("self_attn", attention());
@@ -113,8 +114,9 @@ TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& layer, int
                                        bool final_norm)
     : TransformerDecoder(
           [&layer] { return std::make_shared<TransformerDecoderLayer>(layer); }, num_layers,
-          final_norm ? std::make_shared<LayerNorm>(Shape{layer.d_model}, layer.layer_norm_eps, true,
-                                                   kFloat32, layer.bias)
+          final_norm ? std::make_shared<LayerNorm>(
+                           layer.d_model,
+                           LayerNormOptions{.eps = layer.layer_norm_eps, .bias = layer.bias})
                      : nullptr) {}
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory,

@@ -30,7 +30,6 @@
 
 namespace nabla {
 using kernels::RowLayout;
-using loss_detail::check_pair;
 using loss_detail::finish_loss;
 using loss_detail::position_grad;
 using loss_detail::reduce_composite;
@@ -57,8 +56,9 @@ int64_t check_index_target(const char* op, const Tensor& input, const Tensor& ta
                            int64_t ignore_index) {
   const int64_t C = checked_class_rows(op, input).n;
   if (target.dtype() != kInt64)
-    throw DTypeError(fmt::format("{}: target must be int64 class indices, got {} {}", op,
-                                 dtype_name(target.dtype()), shape_str(target.shape())));
+    throw DTypeError(fmt::format(
+        "{}: target must be int64 class indices, got {} {}; convert labels with target.to(kInt64)",
+        op, dtype_name(target.dtype()), shape_str(target.shape())));
   Shape expected = input.shape();
   expected.erase(expected.begin() + class_dim(input.shape()));
   if (target.shape() != expected)
@@ -72,11 +72,30 @@ int64_t check_index_target(const char* op, const Tensor& input, const Tensor& ta
   for (int64_t p = 0; p < P; ++p) {
     if (tp[p] == ignore_index) continue;
     if (tp[p] < 0 || tp[p] >= C)
-      throw ValueError(
-          fmt::format("{}: target index {} is out of range for {} classes", op, tp[p], C));
+      throw IndexError(
+          fmt::format("{}: target index {} is out of range for {} classes (ignore_index is {})", op,
+                      tp[p], C, ignore_index));
     ++count;
   }
   return count;
+}
+
+// A float target is read as class probabilities (logits' shape). One shaped like index targets is
+// most likely class labels stored as floats: the message says so and how to pass either kind.
+void check_probability_target(const char* op, const Tensor& logits, const Tensor& target) {
+  Shape index_shape = logits.shape();
+  index_shape.erase(index_shape.begin() + class_dim(logits.shape()));
+  if (target.shape() == index_shape && target.shape() != logits.shape())
+    throw DTypeError(fmt::format(
+        "{}: targets must be int64 class indices (got {} of shape {}); for class probabilities "
+        "pass a float target of the logits' shape {}; convert labels with target.to(kInt64)",
+        op, dtype_name(target.dtype()), shape_str(target.shape()), shape_str(logits.shape())));
+  if (target.shape() != logits.shape())
+    throw ShapeError(fmt::format(
+        "{}: a float target holds class probabilities and must have the logits' shape {}, got {}; "
+        "class indices are int64 of shape {}",
+        op, shape_str(logits.shape()), shape_str(target.shape()), shape_str(index_shape)));
+  kernels::check_same_dtype(op, logits, target);
 }
 
 // The gradient reaching each position's loss (loss_common.h), with the class dim cd restored
@@ -277,11 +296,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   const bool probs = is_floating(target.dtype());
   int64_t count;
   if (probs) {
-    kernels::check_same_dtype("cross_entropy", logits, target);
-    if (target.shape() != logits.shape())
-      throw ShapeError(
-          fmt::format("cross_entropy: probability target {} must have the logits' shape {}",
-                      shape_str(target.shape()), shape_str(logits.shape())));
+    check_probability_target("cross_entropy", logits, target);
     count = l.rows();
   } else {
     count = check_index_target("cross_entropy", logits, target, opts.ignore_index);
@@ -367,7 +382,7 @@ Tensor cross_entropy_composite(const Tensor& logits, const Tensor& target,
   const double eps = opts.label_smoothing;
   Tensor lp = log_softmax_composite(logits, cd);
   if (is_floating(target.dtype())) {
-    check_pair("cross_entropy", logits, target);
+    check_probability_target("cross_entropy", logits, target);
     Tensor q = add(mul(target, 1.0 - eps), eps / static_cast<double>(l.n));
     return reduce_composite(neg(sum(mul(q, lp), {cd})), opts.reduction,
                             static_cast<double>(l.rows()));

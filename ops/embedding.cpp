@@ -35,7 +35,7 @@ int64_t check_embedding(const char* op, const Tensor& weight, const Tensor& indi
   const int64_t V = weight.size(0);
   if (!padding_idx) return -1;
   if (*padding_idx < -V || *padding_idx >= V)
-    throw ValueError(fmt::format("{}: padding_idx {} is out of range for weight of shape {}", op,
+    throw IndexError(fmt::format("{}: padding_idx {} is out of range for weight of shape {}", op,
                                  *padding_idx, shape_str(weight.shape())));
   return *padding_idx < 0 ? *padding_idx + V : *padding_idx;
 }
@@ -44,7 +44,7 @@ std::vector<int64_t> checked_rows(const char* op, const Tensor& weight, const Te
   std::vector<int64_t> idx = indices.to_vector<int64_t>();
   for (int64_t v : idx)
     if (v < 0 || v >= weight.size(0))
-      throw ValueError(fmt::format("{}: index {} is out of range for dim 0 of size {} (weight {})",
+      throw IndexError(fmt::format("{}: index {} is out of range for dim 0 of size {} (weight {})",
                                    op, v, weight.size(0), shape_str(weight.shape())));
   return idx;
 }

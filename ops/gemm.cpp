@@ -17,6 +17,7 @@
 #include "nabla/ops/gemm.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -31,7 +32,11 @@ namespace nabla::blas {
 namespace {
 
 blasint to_blas(int64_t v) {
-  if (v > INT_MAX) throw ValueError("gemm: dimension exceeds the BLAS integer range");
+  if (v > INT_MAX)
+    throw ValueError(fmt::format(
+        "matrix product: a dimension of {} exceeds the BLAS integer range (2^31 - 1); split the "
+        "operands into smaller blocks",
+        v));
   return static_cast<blasint>(v);
 }
 

@@ -33,7 +33,7 @@ std::vector<int64_t> checked_indices(const char* op, const Tensor& index, int64_
   std::vector<int64_t> idx = index.to_vector<int64_t>();
   for (int64_t v : idx)
     if (v < 0 || v >= size)
-      throw ValueError(
+      throw IndexError(
           fmt::format("{}: index {} is out of range for dim {} of size {}", op, v, dim, size));
   return idx;
 }
@@ -342,7 +342,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   }
   for (int64_t v : idx)
     if (v < 0 || v >= num_classes)
-      throw ValueError(
+      throw IndexError(
           fmt::format("one_hot: index {} is out of range for {} classes", v, num_classes));
   Shape out = indices.shape();
   out.push_back(num_classes);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
 #include "nabla/core/inspect/instrument.h"
@@ -112,6 +114,21 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+// The batch dims (all but the last two; none for a 1-D or 2-D operand) broadcast like an
+// elementwise op's. Checked here so that the error shows both full shapes.
+static void check_batch_dims(const Tensor& a, const Tensor& b) {
+  const Shape &sa = a.shape(), &sb = b.shape();
+  const size_t na = sa.size() > 2 ? sa.size() - 2 : 0, nb = sb.size() > 2 ? sb.size() - 2 : 0;
+  for (size_t i = 1; i <= std::min(na, nb); ++i) {
+    const int64_t x = sa[na - i], y = sb[nb - i];
+    if (x != y && x != 1 && y != 1)
+      throw ShapeError(fmt::format(
+          "matmul: the batch dims of {} and {} do not broadcast ({} vs {}, dim {} of each); the "
+          "last two dims are the matrices (..., M, K) @ (..., K, N)",
+          shape_str(sa), shape_str(sb), x, y, -static_cast<int64_t>(i) - 2));
+  }
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   inspect::OpScope op_scope("matmul", {&a, &b});
   if (a.dtype() != b.dtype())
@@ -125,8 +142,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                                  shape_str(a.shape()), shape_str(b.shape())));
   const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
   if (ka != kb)
-    throw ShapeError(fmt::format("matmul: shapes {} and {} are not aligned ({} != {})",
-                                 shape_str(a.shape()), shape_str(b.shape()), ka, kb));
+    throw ShapeError(fmt::format(
+        "matmul: shapes {} and {} are not aligned: the last dim of the first ({}) must equal {} "
+        "of the second ({})",
+        shape_str(a.shape()), shape_str(b.shape()), ka, b.dim() == 1 ? "the size" : "dim -2", kb));
+  check_batch_dims(a, b);
   op_scope.count_flops([&] { return matmul_flops(a.shape(), b.shape()); });
   if (a.dim() == 1 && b.dim() == 1) return matmul_nd(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (a.dim() == 1) return matmul_nd(a.unsqueeze(0), b).squeeze(-2);

@@ -21,8 +21,10 @@ inline void check_pair(const char* op, const Tensor& a, const Tensor& b) {
     throw DTypeError(fmt::format("{}: expects float32 or float64, got {} {}", op,
                                  dtype_name(a.dtype()), shape_str(a.shape())));
   if (a.shape() != b.shape())
-    throw ShapeError(fmt::format("{}: shapes {} and {} must match", op, shape_str(a.shape()),
-                                 shape_str(b.shape())));
+    throw ShapeError(fmt::format(
+        "{}: shapes {} and {} must match (the loss does not broadcast; reshape one, e.g. "
+        "squeeze(-1) on an (N, 1) prediction)",
+        op, shape_str(a.shape()), shape_str(b.shape())));
 }
 
 // Per-position losses (double) -> the op's output: the losses themselves in `shape` (None), their

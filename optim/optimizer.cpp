@@ -83,7 +83,7 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double de
 
 const ParamState& Optimizer::state(size_t i) const {
   if (i >= state_.size())
-    throw ValueError(fmt::format("{}.state: parameter index {} is out of range for {} parameters",
+    throw IndexError(fmt::format("{}.state: parameter index {} is out of range for {} parameters",
                                  name_, i, state_.size()));
   return state_[i];
 }

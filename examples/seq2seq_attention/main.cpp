@@ -240,10 +240,10 @@ int run(int argc, char** argv) {
 
   // --- model and optimisation ---------------------------------------------------------------
   manual_seed(c.seed);
-  auto encoder = std::make_shared<nn::Seq2SeqEncoder>(d.src_tok.vocab_size(), c.embed, c.hidden,
-                                                      c.layers, c.dropout);
-  auto decoder = std::make_shared<nn::AttentionDecoder>(d.tgt_vocab.size(), c.embed, c.hidden,
-                                                        c.layers, c.dropout);
+  const nn::Seq2SeqOptions rnn{.num_layers = c.layers, .dropout = c.dropout};
+  auto encoder =
+      std::make_shared<nn::Seq2SeqEncoder>(d.src_tok.vocab_size(), c.embed, c.hidden, rnn);
+  auto decoder = std::make_shared<nn::AttentionDecoder>(d.tgt_vocab.size(), c.embed, c.hidden, rnn);
   nn::EncoderDecoder model(encoder, decoder);
   optim::Adam opt(model.parameters(), {.lr = c.lr});
   const int64_t steps_per_epoch = loader.batches_per_epoch();

@@ -55,10 +55,10 @@ TEST_CASE("allocations beyond memory are an OutOfMemoryError naming the bytes", 
 
 TEST_CASE("narrow and slice near INT64_MAX", "[core][probe]") {
   Tensor x = arange(10, kFloat64);
-  CHECK_THROWS_AS(x.narrow(0, 2, kMax), ShapeError);
+  CHECK_THROWS_AS(x.narrow(0, 2, kMax), IndexError);
   CHECK_THROWS_WITH(x.narrow(0, 2, kMax), Contains("9223372036854775807"));
-  CHECK_THROWS_AS(x.narrow(0, kMax, 1), ShapeError);
-  CHECK_THROWS_AS(x.narrow(0, kMin, 1), ShapeError);
+  CHECK_THROWS_AS(x.narrow(0, kMax, 1), IndexError);
+  CHECK_THROWS_AS(x.narrow(0, kMin, 1), IndexError);
   // Slices with huge steps and bounds are exact (clamped like Python's).
   CHECK(x.slice(0, 3, kMax, kMax).to_vector<double>() == std::vector<double>{3});
   CHECK(x.slice(0, 0, kMax, kMax - 1).to_vector<double>() == std::vector<double>{0});

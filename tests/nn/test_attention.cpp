@@ -35,7 +35,8 @@ Tensor keep_from_lens(const std::vector<int64_t>& v, int64_t Q, int64_t K) {
 }  // namespace
 
 TEST_CASE("AdditiveAttention: d2l's parameters, values and masks", "[nn]") {
-  nn::AdditiveAttention attn(/*key_size=*/3, /*query_size=*/5, /*num_hiddens=*/4, 0.0, kFloat64);
+  nn::AdditiveAttention attn(/*query_size=*/5, /*key_size=*/3, /*num_hiddens=*/4,
+                             {.dtype = kFloat64});
   auto params = attn.named_parameters();
   REQUIRE(params.size() == 3);
   CHECK(params[0].first == "W_k.weight");
@@ -81,7 +82,7 @@ auto attend_with(M& m, nn::AttentionMask mask) {
 }
 
 TEST_CASE("AdditiveAttention: gradcheck over inputs and parameters", "[nn]") {
-  nn::AdditiveAttention attn(3, 2, 4, 0.0, kFloat64);
+  nn::AdditiveAttention attn(2, 3, 4, {.dtype = kFloat64});
   SECTION("valid_lens (B,)") {
     CHECK_MODULE_GRADCHECK(attn,
                            (std::vector{leaf({2, 3, 2}), leaf({2, 4, 3}, 1), leaf({2, 4, 2}, 2)}),
@@ -123,7 +124,7 @@ TEST_CASE("AdditiveAttention: gradcheck over inputs and parameters", "[nn]") {
                            attend_with(attn, {}));
   }
   SECTION("second order") {
-    nn::AdditiveAttention small(2, 2, 2, 0.0, kFloat64);
+    nn::AdditiveAttention small(2, 2, 2, {.dtype = kFloat64});
     CHECK_MODULE_GRADGRADCHECK(
         small, (std::vector{leaf({1, 2, 2}), leaf({1, 3, 2}, 1), leaf({1, 3, 2}, 2)}),
         attend_with(small, lens({2}, {1})));
@@ -186,7 +187,7 @@ TEST_CASE("Scores of the concatenation [q; k] as modules", "[nn]") {
       cat({q.unsqueeze(2).expand({2, 3, 4, 5}), k.unsqueeze(1).expand({2, 3, 4, 3})}, -1);
 
   SECTION("ConcatLinearAttention: softmax(Linear([Q, K])) V") {
-    nn::ConcatLinearAttention attn(5, 3, 0.0, kFloat64);
+    nn::ConcatLinearAttention attn(5, 3, {.dtype = kFloat64});
     auto params = attn.named_parameters();
     REQUIRE(params.size() == 2);
     CHECK(params[0].first == "linear.weight");
@@ -206,7 +207,7 @@ TEST_CASE("Scores of the concatenation [q; k] as modules", "[nn]") {
     CHECK_MODULE_GRADCHECK(attn, (std::vector{q, kt, v}), attend_with(attn, {}));
   }
   SECTION("ConcatTanhSumAttention: softmax(sum(tanh(Linear([Q, K])))) V") {
-    nn::ConcatTanhSumAttention attn(5, 3, 6, 0.0, kFloat64);
+    nn::ConcatTanhSumAttention attn(5, 3, 6, {.dtype = kFloat64});
     auto params = attn.named_parameters();
     REQUIRE(params.size() == 2);
     CHECK(params[0].second.shape() == Shape{6, 8});
@@ -222,7 +223,7 @@ TEST_CASE("Scores of the concatenation [q; k] as modules", "[nn]") {
 }
 
 TEST_CASE("Attention modules reject bad shapes, dtypes and masks", "[nn]") {
-  nn::AdditiveAttention add(3, 2, 4);
+  nn::AdditiveAttention add(/*query_size=*/2, /*key_size=*/3, /*num_hiddens=*/4);
   nn::DotProductAttention dot;
   Tensor q = randn({2, 3, 2}), k = randn({2, 4, 3}), v = randn({2, 4, 5});
   CHECK_THROWS_WITH(add(randn({3, 2}), k, v),
@@ -249,7 +250,12 @@ TEST_CASE("Attention modules reject bad shapes, dtypes and masks", "[nn]") {
 
 TEST_CASE("LocationBasedAttention: softmax(attn([q; k])) @ V, then attn_combine([q; context])",
           "[nn]") {
-  nn::LocationBasedAttention att(3, 2, 4, 5, 6, kFloat64);
+  nn::LocationBasedAttention att({.query_size = 3,
+                                  .key_size = 2,
+                                  .value_size1 = 4,
+                                  .value_size2 = 5,
+                                  .output_size = 6,
+                                  .dtype = kFloat64});
   auto names = att.named_parameters();
   REQUIRE(names.size() == 4);
   CHECK(names[0].first == "attn.weight");

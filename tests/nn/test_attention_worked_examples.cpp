@@ -108,7 +108,8 @@ TEST_CASE("d2l 10.3: masked softmax and both scoring functions on its examples",
   CHECK_CLOSE(dot(randn({2, 1, 2}, gen, kFloat64), keys, values, lens({2, 6}, {2})), expect, 1e-12,
               0);
 
-  nn::AdditiveAttention add(/*key_size=*/2, /*query_size=*/20, /*num_hiddens=*/8, 0.1, kFloat64);
+  nn::AdditiveAttention add(/*query_size=*/20, /*key_size=*/2, /*num_hiddens=*/8,
+                            {.dropout = 0.1, .dtype = kFloat64});
   add.eval();
   CHECK_CLOSE(add(randn({2, 1, 20}, gen, kFloat64), keys, values, lens({2, 6}, {2})), expect, 1e-12,
               0);
@@ -135,7 +136,7 @@ TEST_CASE("A query whose keys are all padding gives zeros and finite gradients",
                     (std::vector{q, k, v}));
   }
   SECTION("AdditiveAttention") {
-    nn::AdditiveAttention attn(4, 4, 3, 0.0, kFloat64);
+    nn::AdditiveAttention attn(4, 4, 3, {.dtype = kFloat64});
     Tensor out = attn(q, k, v, valid);
     CHECK(out.select(0, 0).to_vector<double>() == std::vector<double>(9, 0.0));
     sum(out * out).backward();
@@ -148,8 +149,8 @@ TEST_CASE("A query whose keys are all padding gives zeros and finite gradients",
           std::vector<double>(18, 0.0));
   }
   SECTION("AttentionDecoder") {
-    nn::Seq2SeqEncoder enc(6, 3, 4, 2, 0.0, kFloat64);
-    nn::AttentionDecoder dec(6, 3, 4, 2, 0.0, kFloat64);
+    nn::Seq2SeqEncoder enc(6, 3, 4, {.num_layers = 2, .dtype = kFloat64});
+    nn::AttentionDecoder dec(6, 3, 4, {.num_layers = 2, .dtype = kFloat64});
     Tensor src = from_vector<int64_t>({1, 2, 3, 4, 5, 1, 2, 3}, {2, 4});
     Tensor tgt = from_vector<int64_t>({0, 1, 2, 0, 3, 4}, {2, 3});
     nn::DecoderState state = dec.init_state(enc(src), lens({0, 2}, {2}));
@@ -166,7 +167,8 @@ TEST_CASE("A query whose keys are all padding gives zeros and finite gradients",
 
 TEST_CASE("LocationBasedAttention with one query over 10 value slots", "[nn]") {
   // query_size = key_size = 32, value_size1 = 10, value_size2 = 32, output_size = 32.
-  nn::LocationBasedAttention attention(32, 32, 10, 32, 32);
+  nn::LocationBasedAttention attention(
+      {.query_size = 32, .key_size = 32, .value_size1 = 10, .value_size2 = 32, .output_size = 32});
   Tensor Q = randn({1, 1, 32}), K = randn({1, 1, 32}), V = randn({1, 10, 32});
   auto [output, attn_weights] = attention(Q, K, V);
   CHECK(output.shape() == Shape{1, 1, 32});

@@ -149,7 +149,7 @@ TEST_CASE("GRU: errors name the shapes", "[nn]") {
 }
 
 TEST_CASE("Seq2Seq: d2l's module names and shapes", "[nn]") {
-  nn::Seq2SeqEncoder enc(10, 8, 16, 2);
+  nn::Seq2SeqEncoder enc(10, 8, 16, {.num_layers = 2});
   auto encoded = enc(tokens(std::vector<int64_t>(4 * 7, 3), {4, 7}));
   CHECK(encoded.output.shape() == Shape{7, 4, 16});
   CHECK(encoded.h_n.shape() == Shape{2, 4, 16});
@@ -157,7 +157,7 @@ TEST_CASE("Seq2Seq: d2l's module names and shapes", "[nn]") {
   CHECK(enc_names[0].first == "embedding.weight");
   CHECK(enc_names[1].first == "rnn.weight_ih_l0");
 
-  nn::AttentionDecoder dec(10, 8, 16, 2);
+  nn::AttentionDecoder dec(10, 8, 16, {.num_layers = 2});
   auto names = dec.named_parameters();
   REQUIRE(names.size() == 3 + 1 + 8 + 2);
   CHECK(names[0].first == "attention.W_k.weight");
@@ -185,15 +185,16 @@ TEST_CASE("Seq2Seq: d2l's module names and shapes", "[nn]") {
                     Contains("AttentionDecoder") && Contains("(1, 2)") && Contains("(4, 7, 16)"));
   CHECK_THROWS_WITH(dec.init_state(encoded, tokens({3, 2}, {2})),
                     Contains("enc_valid_lens") && Contains("(4,)"));
-  CHECK_THROWS_AS(nn::EncoderDecoder(std::make_shared<nn::Seq2SeqEncoder>(10, 8, 16, 1),
-                                     std::make_shared<nn::AttentionDecoder>(10, 8, 16, 2)),
+  CHECK_THROWS_AS(nn::EncoderDecoder(std::make_shared<nn::Seq2SeqEncoder>(10, 8, 16),
+                                     std::make_shared<nn::AttentionDecoder>(
+                                         10, 8, 16, nn::Seq2SeqOptions{.num_layers = 2})),
                   ValueError);
 }
 
 TEST_CASE("Seq2Seq: teacher forcing equals decoding step by step; gradcheck", "[nn]") {
   auto model = std::make_shared<nn::EncoderDecoder>(
-      std::make_shared<nn::Seq2SeqEncoder>(5, 2, 3, 1, 0.0, kFloat64),
-      std::make_shared<nn::AttentionDecoder>(5, 2, 3, 1, 0.0, kFloat64));
+      std::make_shared<nn::Seq2SeqEncoder>(5, 2, 3, nn::Seq2SeqOptions{.dtype = kFloat64}),
+      std::make_shared<nn::AttentionDecoder>(5, 2, 3, nn::Seq2SeqOptions{.dtype = kFloat64}));
   Tensor src = tokens({1, 2, 3, 4, 0, 2}, {2, 3}), tgt = tokens({0, 1, 3, 4}, {2, 2});
   Tensor valid = tokens({3, 2}, {2});
   Tensor logits = (*model)(src, tgt, valid);
@@ -226,8 +227,8 @@ TEST_CASE("Seq2Seq: learns to reverse short sequences; greedy decoding and its a
 
   manual_seed(1);
   auto model =
-      std::make_shared<nn::EncoderDecoder>(std::make_shared<nn::Seq2SeqEncoder>(V, 8, 24, 1),
-                                           std::make_shared<nn::AttentionDecoder>(V, 8, 24, 1));
+      std::make_shared<nn::EncoderDecoder>(std::make_shared<nn::Seq2SeqEncoder>(V, 8, 24),
+                                           std::make_shared<nn::AttentionDecoder>(V, 8, 24));
   optim::Adam opt(model->parameters(), {.lr = 0.02});
   double first = 0, last = 0;
   for (int step = 0; step < 60; ++step) {

@@ -204,7 +204,7 @@ TEST_CASE("Sequential and ModuleList", "[nn]") {
   for (auto& m : list) n += m->name() == "Linear";
   CHECK(n == 3);
   CHECK(list.at<nn::Linear>(2)->in_features() == 2);
-  CHECK_THROWS_AS(list[5], ValueError);
+  CHECK_THROWS_AS(list[5], IndexError);
 }
 
 TEST_CASE("Module: a shared submodule's parameters are listed once", "[nn]") {

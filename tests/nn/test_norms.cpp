@@ -143,10 +143,10 @@ TEST_CASE("norm modules pass gradcheck", "[nn][norms]") {
   nn::BatchNorm2d bn2(2, {.dtype = kFloat64});
   Tensor x4 = leaf({3, 2, 1, 1}, 2);  // size-1 spatial
   CHECK_MODULE_GRADCHECK(bn2, std::vector<Tensor>{x4}, [&](auto& in) { return bn2(in[0]); });
-  nn::GroupNorm gn(2, 4, 1e-5, true, kFloat64);
+  nn::GroupNorm gn(2, 4, {.dtype = kFloat64});
   CHECK_MODULE_GRADCHECK(gn, std::vector<Tensor>{leaf({2, 4, 3}, 3)},
                          [&](auto& in) { return gn(in[0]); });
-  nn::RMSNorm rms(Shape{3}, 1e-6, true, kFloat64);
+  nn::RMSNorm rms(Shape{3}, {.eps = 1e-6, .dtype = kFloat64});
   CHECK_MODULE_GRADGRADCHECK(rms, std::vector<Tensor>{leaf({2, 3}, 4)},
                              [&](auto& in) { return rms(in[0]); });
 }

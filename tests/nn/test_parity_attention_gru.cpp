@@ -104,7 +104,7 @@ TEST_CASE("Parity with d2l's AdditiveAttention and DotProductAttention", "[nn][p
       return std::vector<Tensor>{m(x[0], x[1], x[2], x.size() > 3 ? x[3] : Tensor())};
     };
   };
-  nn::AdditiveAttention add(3, 5, 7), add2(3, 5, 2);
+  nn::AdditiveAttention add(/*query_size=*/5, /*key_size=*/3, 7), add2(5, 3, 2);
   check_module_parity("additive_lens1d", add, with_mask(add));
   check_module_parity("additive_lens2d", add, with_mask(add));
   check_module_parity("additive_nomask", add2, with_mask(add2));
@@ -115,8 +115,9 @@ TEST_CASE("Parity with d2l's AdditiveAttention and DotProductAttention", "[nn][p
 }
 
 TEST_CASE("Parity with d2l's Bahdanau seq2seq under teacher forcing", "[nn][parity]") {
-  nn::EncoderDecoder model(std::make_shared<nn::Seq2SeqEncoder>(7, 3, 4, 2),
-                           std::make_shared<nn::AttentionDecoder>(7, 3, 4, 2));
+  nn::EncoderDecoder model(
+      std::make_shared<nn::Seq2SeqEncoder>(7, 3, 4, nn::Seq2SeqOptions{.num_layers = 2}),
+      std::make_shared<nn::AttentionDecoder>(7, 3, 4, nn::Seq2SeqOptions{.num_layers = 2}));
   check_module_parity("seq2seq", model, [&](const std::vector<Tensor>& x) {
     return std::vector<Tensor>{model(x[0], x[1], x[2])};
   });

@@ -80,7 +80,7 @@ TEST_CASE("PositionalEncoding: d2l's sinusoidal table, added to the input", "[nn
 }
 
 TEST_CASE("LearnedPositionalEncoding: a trained table", "[nn]") {
-  nn::LearnedPositionalEncoding pe(8, 4, 0.0);
+  nn::LearnedPositionalEncoding pe(/*d_model=*/4, /*dropout=*/0.0, /*max_len=*/8);
   CHECK(keys(pe.state_dict()) == std::vector<std::string>{"weight"});
   CHECK(pe.weight().shape() == Shape{1, 8, 4});
   CHECK(max(abs(pe.weight())).item() <= 2.0);  // trunc_normal(std 0.02) in [-2, 2]

@@ -182,9 +182,9 @@ std::vector<Sample> binary_samples(const OpFn& op, Dist a, Dist b, bool large) {
 const std::vector<OpInfo>& all_ops() {
   static const std::vector<OpInfo> table = [] {
     std::vector<OpInfo> t;
-    for (auto family :
-         {unary_ops, binary_ops, reduction_ops, softmax_ops, loss_ops, shape_ops, view_ops, nn_ops,
-          indexing_ops, conv_attention_ops, conv_ops, pool_ops, norm_ops, pointwise_more_ops})
+    for (auto family : {unary_ops, binary_ops, reduction_ops, softmax_ops, loss_ops, shape_ops,
+                        view_ops, nn_ops, indexing_ops, conv_attention_ops, conv_ops, pool_ops,
+                        norm_ops, pointwise_more_ops, shape_more_ops, linalg_more_ops})
       for (OpInfo& op : family()) t.push_back(std::move(op));
     return t;
   }();

@@ -68,6 +68,7 @@ constexpr const char* error_type_name() {
   if constexpr (std::is_same_v<E, ShapeError>) return "ShapeError";
   if constexpr (std::is_same_v<E, DTypeError>) return "DTypeError";
   if constexpr (std::is_same_v<E, ValueError>) return "ValueError";
+  if constexpr (std::is_same_v<E, IndexError>) return "IndexError";
   if constexpr (std::is_same_v<E, AutogradError>) return "AutogradError";
   return "nabla::Error";
 }
@@ -160,6 +161,10 @@ std::vector<OpInfo> conv_attention_ops();  // ops_conv_attention.cpp: patches.h,
 std::vector<OpInfo> conv_ops();            // ops_conv.cpp: conv.h
 std::vector<OpInfo> pool_ops();            // ops_pool.cpp: pool.h
 std::vector<OpInfo> norm_ops();            // ops_norms.cpp: norms.h
+std::vector<OpInfo> shape_more_ops();      // ops_shape_more.cpp: shape_more.h, reduce_more.h,
+                                           // scatter.h
+std::vector<OpInfo> linalg_more_ops();     // ops_linalg_more.cpp: linalg_more.h, einsum.h,
+                                           // interpolate.h
 const std::vector<OpInfo>& all_ops();
 
 }  // namespace nabla::op_db

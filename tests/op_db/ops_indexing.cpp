@@ -39,13 +39,13 @@ std::vector<Sample> embedding_samples(EmbFn f) {
 
 std::vector<ErrorInput> embedding_errors(EmbFn f) {
   return {
-      expect<ValueError>(
+      expect<IndexError>(
           "index 5 of 5 rows",
           [f] {
             f(ones({5, 3}), idx({0, 5}, {2}), std::nullopt);
           },
           "embedding"),
-      expect<ValueError>(
+      expect<IndexError>(
           "index -1",
           [f] {
             f(ones({5, 3}), idx({-1}, {1}), std::nullopt);
@@ -59,7 +59,7 @@ std::vector<ErrorInput> embedding_errors(EmbFn f) {
           "embedding"),
       expect<ShapeError>(
           "1-D weight", [f] { f(ones({5}), idx({0}, {1}), std::nullopt); }, "embedding"),
-      expect<ValueError>(
+      expect<IndexError>(
           "padding_idx 5",
           [f] {
             f(ones({5, 3}), idx({0}, {1}), 5);
@@ -101,7 +101,7 @@ std::vector<OpInfo> indexing_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ValueError>("index 4 of size 4",
+            expect<IndexError>("index 4 of size 4",
                                [] { index_select(ones({4}), 0, idx({4}, {1})); }),
             expect<DTypeError>("float index", [] { index_select(ones({4}), 0, ones({1})); }),
             expect<ShapeError>("2-D index",
@@ -133,7 +133,7 @@ std::vector<OpInfo> indexing_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ValueError>("index 4 of size 4",
+            expect<IndexError>("index 4 of size 4",
                                [] { index_add(ones({4}), 0, idx({4}, {1}), ones({1})); }),
             expect<ShapeError>("src (2) for 1 index",
                                [] { index_add(ones({4}), 0, idx({1}, {1}), ones({2})); }),
@@ -164,7 +164,7 @@ std::vector<OpInfo> indexing_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ValueError>("index 4 of size 4",
+            expect<IndexError>("index 4 of size 4",
                                [] {
                                  gather(ones({2, 4}), 1, idx({4, 0}, {2, 1}));
                                }),
@@ -207,7 +207,7 @@ std::vector<OpInfo> indexing_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ValueError>("index 4 of size 4",
+            expect<IndexError>("index 4 of size 4",
                                [] {
                                  scatter_add(ones({2, 4}), 1, idx({4, 0}, {2, 1}), ones({2, 1}));
                                }),

@@ -66,13 +66,13 @@ std::vector<Sample> cross_entropy_samples(CeFn f) {
 
 std::vector<ErrorInput> cross_entropy_errors(CeFn f) {
   return {
-      expect<ValueError>(
+      expect<IndexError>(
           "target 5 for 5 classes",
           [f] {
             f(ones({2, 5}), targets({0, 5}, {2}), {});
           },
           "cross_entropy"),
-      expect<ValueError>(
+      expect<IndexError>(
           "target -2",
           [f] {
             f(ones({2, 5}), targets({0, -2}, {2}), {});
@@ -232,7 +232,7 @@ std::vector<OpInfo> loss_ops() {
     };
     op.errors = [] {
       return std::vector<ErrorInput>{
-          expect<ValueError>("target 3 for 3 classes",
+          expect<IndexError>("target 3 for 3 classes",
                              [] {
                                nll_loss(ones({2, 3}), targets({0, 3}, {2}));
                              }),

@@ -201,8 +201,8 @@ std::vector<OpInfo> view_ops() {
       },
       [] {
         return std::vector<ErrorInput>{
-            expect<ShapeError>("past the end", [] { ones({4}).narrow(0, 3, 2); }),
-            expect<ShapeError>("negative length", [] { ones({4}).narrow(0, 0, -1); }),
+            expect<IndexError>("past the end", [] { ones({4}).narrow(0, 3, 2); }),
+            expect<ValueError>("negative length", [] { ones({4}).narrow(0, 0, -1); }),
         };
       }));
   t.push_back(method(
@@ -245,7 +245,7 @@ std::vector<OpInfo> view_ops() {
             big(sample("big", {arg({264, 512})}, on(sel(0, 7)))),
         };
       },
-      [] { return one<ShapeError>("index 3 of size 3", [] { ones({3}).select(0, 3); }); }));
+      [] { return one<IndexError>("index 3 of size 3", [] { ones({3}).select(0, 3); }); }));
   t.push_back(method(
       "expand",
       [] {

@@ -40,6 +40,7 @@ const std::map<std::string, std::string> kNotOps = {
     {"argmax", "int64 positions"},
     {"argmin", "int64 positions"},
     {"one_hot", "int64 result from int64 indices"},
+    {"nonzero", "int64 positions"},
     // ops/kernel_helpers.h: building blocks for a kernel, not ops (docs/custom-ops.md).
     {"map_unary", "kernel helper: runs a scalar function, records nothing"},
     {"map_float", "kernel helper: runs a scalar function, records nothing"},
