@@ -15,7 +15,7 @@ LayerNorm::LayerNorm(Shape normalized_shape, const LayerNormOptions& options)
     : Module("LayerNorm"), normalized_shape_(std::move(normalized_shape)), eps_(options.eps) {
   if (options.elementwise_affine) {
     weight_ = register_parameter("weight", ones(normalized_shape_, options.dtype));
-    bias_ = register_parameter("bias", zeros(normalized_shape_, options.dtype));
+    if (options.bias) bias_ = register_parameter("bias", zeros(normalized_shape_, options.dtype));
   }
 }
 

@@ -15,6 +15,7 @@ struct LayerNormOptions {
   double eps = 1e-5;
   bool elementwise_affine = true;
   DType dtype = kFloat32;
+  bool bias = true;  // false: a weight but no bias (PyTorch's LayerNorm(..., bias=False))
 };
 
 // Normalises over the trailing dims `normalized_shape`; weight = 1, bias = 0 at init.
@@ -26,7 +27,9 @@ class LayerNorm : public Module {
   // The positional forms LayerNorm(shape, eps, elementwise_affine, dtype), kept for existing code.
   LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine = true,
             DType dtype = kFloat32)
-      : LayerNorm(std::move(normalized_shape), LayerNormOptions{eps, elementwise_affine, dtype}) {}
+      : LayerNorm(std::move(normalized_shape),
+                  LayerNormOptions{
+                      .eps = eps, .elementwise_affine = elementwise_affine, .dtype = dtype}) {}
   LayerNorm(int64_t size, double eps) : LayerNorm(Shape{size}, LayerNormOptions{.eps = eps}) {}
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return call(&LayerNorm::forward, x); }

@@ -7,12 +7,15 @@
 // With need_weights = false the middle two lines are one fused scaled_dot_product_attention call
 // (ops/attention.h), which never materialises attn, unless L * S is small (MhaOptions::path,
 // core/machine.h);
-// the dropout masks are the same either way.
+// the dropout masks are the same either way. With a KVCache (MhaOptions::kv_cache, nn/kv_cache.h)
+// the keys and values come from the cache: a self-attention cache appends this call's and
+// attends over all, a static one holds the memory's after its first call.
 #include "nabla/nn/multihead_attention.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
@@ -55,8 +58,10 @@ struct AttnSizes {
 // Validates every mask and merges them: bool parts ("true = not allowed") are or-ed, float parts
 // added; if both kinds are present the bool part becomes -inf in the float mask. The causal limit
 // is left out when the caller applies it itself (the fused kernel skips those tiles).
+// With a self-attention KVCache the L queries are the last L of the S positions: query q is at
+// position q + causal_offset.
 MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool batched,
-                       bool include_causal) {
+                       bool include_causal, int64_t causal_offset) {
   const auto [B, H, L, S] = n;
   Tensor ignore, additive;
   auto add_part = [&](const Tensor& m) {
@@ -88,8 +93,11 @@ MergedMask merge_masks(const MhaOptions& o, const AttnSizes& n, DType dt, bool b
                                    shape_str(m.shape())));
     }
   }
-  if (o.is_causal && include_causal)  // key k is hidden from query q when k > q
-    add_part(gt(arange(S).view({1, S}), arange(L).view({L, 1})));
+  if (o.is_causal && include_causal) {  // key k is hidden from query q when k > q + offset
+    const auto first = static_cast<double>(causal_offset);
+    add_part(
+        gt(arange(S).view({1, S}), arange(first, first + static_cast<double>(L)).view({L, 1})));
+  }
   if (o.valid_lens.defined()) {
     Tensor lens = batched ? o.valid_lens : o.valid_lens.unsqueeze(0);
     if (lens.dtype() != kInt64)
@@ -159,43 +167,68 @@ void MultiheadAttention::reset_parameters(Generator& gen) {
   if (out_proj_->bias().defined()) init::zeros_(out_proj_->bias());
 }
 
-MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                      const MhaOptions& o) const {
-  const int64_t E = embed_dim_, H = num_heads_, d = E / H;
-  const bool batched = query.dim() == 3;
-  if ((query.dim() != 2 && query.dim() != 3) || key.dim() != query.dim() ||
-      value.dim() != query.dim())
-    throw ShapeError(fmt::format(
-        "{}: query, key and value must all be 3-D (batched) or all 2-D, got {}, {}, {}", kOp,
-        shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape())));
+void MultiheadAttention::check_inputs(const Tensor& query, const Tensor& key, const Tensor& value,
+                                      const MhaOptions& o, bool reuse_kv) const {
+  const bool kv_ok = reuse_kv || (key.defined() && value.defined() && key.dim() == query.dim() &&
+                                  value.dim() == query.dim());
+  if (!query.defined() || (query.dim() != 2 && query.dim() != 3) || !kv_ok)
+    throw ShapeError(
+        fmt::format("{}: query, key and value must all be 3-D (batched) or all 2-D, got {}, {}, {}",
+                    kOp, query.defined() ? shape_str(query.shape()) : "undefined",
+                    key.defined() ? shape_str(key.shape()) : "undefined",
+                    value.defined() ? shape_str(value.shape()) : "undefined"));
   const DType dt = out_proj_->weight().dtype();
-  if (query.dtype() != dt || key.dtype() != dt || value.dtype() != dt)
+  if (query.dtype() != dt || (!reuse_kv && (key.dtype() != dt || value.dtype() != dt)))
     throw DTypeError(
         fmt::format("{}: query, key and value must have the parameters' dtype {}, "
                     "got {}, {}, {}",
-                    kOp, dtype_name(dt), dtype_name(query.dtype()), dtype_name(key.dtype()),
-                    dtype_name(value.dtype())));
+                    kOp, dtype_name(dt), dtype_name(query.dtype()),
+                    reuse_kv ? "(cached)" : dtype_name(key.dtype()),
+                    reuse_kv ? "(cached)" : dtype_name(value.dtype())));
+  const KVCache* cache = o.kv_cache;
+  if (!cache) return;
+  if (cache->is_static()) {
+    if (o.is_causal)
+      throw ValueError(fmt::format(
+          "{}: is_causal with a static (cross-attention) KVCache is not supported", kOp));
+    return;
+  }
+  if (!query.same(key) || !key.same(value))
+    throw ValueError(fmt::format(
+        "{}: a self-attention KVCache needs query, key and value to be one tensor (the new "
+        "positions), got {}, {}, {}",
+        kOp, shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape())));
+  if (!o.is_causal || o.attn_mask.defined())
+    throw ValueError(fmt::format(
+        "{}: a self-attention KVCache holds only earlier positions, so the attention must be "
+        "causal: set is_causal and no attn_mask (got is_causal = {}, attn_mask {})",
+        kOp, o.is_causal, o.attn_mask.defined() ? shape_str(o.attn_mask.shape()) : "undefined"));
+}
+
+MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                      const MhaOptions& o) const {
+  const int64_t E = embed_dim_, H = num_heads_, d = E / H;
+  KVCache* cache = o.kv_cache;
+  // A filled static cache stands in for key and value: they are not read.
+  const bool reuse_kv = cache && cache->is_static() && !cache->empty();
+  check_inputs(query, key, value, o, reuse_kv);
+  const bool batched = query.dim() == 3;
+  const DType dt = out_proj_->weight().dtype();
   // Unbatched input gets a batch dim of 1 where the layout keeps it.
   const int64_t bdim = batch_first_ ? 0 : 1, sdim = 1 - bdim;
   const Tensor q = batched ? query : query.unsqueeze(bdim);
-  const Tensor k = batched ? key : key.unsqueeze(bdim);
-  const Tensor v = batched ? value : value.unsqueeze(bdim);
-  const int64_t B = q.size(bdim), L = q.size(sdim), S = k.size(sdim);
-  if (q.size(2) != E || k.size(2) != kdim_ || v.size(2) != vdim_ || k.size(bdim) != B ||
-      v.size(bdim) != B || v.size(sdim) != S)
+  const Tensor k = reuse_kv ? Tensor() : batched ? key : key.unsqueeze(bdim);
+  const Tensor v = reuse_kv ? Tensor() : batched ? value : value.unsqueeze(bdim);
+  const int64_t B = q.size(bdim), L = q.size(sdim);
+  if (q.size(2) != E ||
+      (!reuse_kv && (k.size(2) != kdim_ || v.size(2) != vdim_ || k.size(bdim) != B ||
+                     v.size(bdim) != B || v.size(sdim) != k.size(sdim))))
     throw ShapeError(fmt::format(
         "{}: expected query (.., {}), key (.., {}) and value (.., {}) with one batch size and "
         "key/value of one length ({}), got query {}, key {}, value {}",
         kOp, E, kdim_, vdim_, batch_first_ ? "batch_first" : "seq-first", shape_str(query.shape()),
-        shape_str(key.shape()), shape_str(value.shape())));
-  // Without need_weights the fused kernel runs, and the (B, H, L, S) weights never exist. In
-  // inference on short sequences, materialising them is faster (encoder_infer 6.9 -> 6.6 ms);
-  // in training it saved no time and kept the weights (vit_small 159 -> 260 MB), so it does not.
-  const bool small_inference =
-      !GradMode::enabled() && L * S <= machine::profile().attention_materialize_max_scores;
-  const bool fused = !o.need_weights && (o.path == AttentionPath::Fused ||
-                                         (o.path == AttentionPath::Auto && !small_inference));
-  const MergedMask mask = merge_masks(o, {B, H, L, S}, dt, batched, /*include_causal=*/!fused);
+        reuse_kv ? "(cached)" : shape_str(key.shape()),
+        reuse_kv ? "(cached)" : shape_str(value.shape())));
 
   // Input projections in the input's own layout (row-wise, so no transpose copy is needed).
   auto rows = [](const Tensor& t, int64_t block, int64_t count, int64_t size) {
@@ -203,7 +236,9 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   };
   Tensor qp, kp, vp;  // (.., E) each
   const Tensor& b = in_proj_bias_;
-  if (packed() && query.same(key) && key.same(value)) {  // self-attention: one GEMM
+  if (reuse_kv) {
+    qp = linear(q, packed() ? rows(in_proj_weight_, 0, 1, E) : q_proj_weight_, rows(b, 0, 1, E));
+  } else if (packed() && query.same(key) && key.same(value)) {  // self-attention: one GEMM
     Tensor p = linear(q, in_proj_weight_, b);
     qp = p.narrow(2, 0, E), kp = p.narrow(2, E, E), vp = p.narrow(2, 2 * E, E);
   } else if (packed()) {
@@ -226,14 +261,39 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
     Tensor u = t.unflatten(2, {H, d});
     return batch_first_ ? u.permute({0, 2, 1, 3}) : u.permute({1, 2, 0, 3});
   };
-  Tensor qh = heads(qp), kh = heads(kp), vh = heads(vp);
+  Tensor qh = heads(qp), kh, vh;
+  if (reuse_kv) {
+    kh = cache->keys(), vh = cache->values();
+    if (kh.size(0) != B)
+      throw ShapeError(fmt::format("{}: query batch {} but the static KVCache holds a batch of {}",
+                                   kOp, B, kh.size(0)));
+  } else {
+    kh = heads(kp), vh = heads(vp);
+    if (cache && cache->is_static()) cache->store(kh, vh);
+    if (cache && !cache->is_static()) std::tie(kh, vh) = cache->append(kh, vh);
+  }
+  const int64_t S = kh.size(2);
+  const int64_t causal_offset = cache && !cache->is_static() ? S - L : 0;
+
+  // Without need_weights the fused kernel runs, and the (B, H, L, S) weights never exist. In
+  // inference on short sequences, materialising them is faster (encoder_infer 6.9 -> 6.6 ms);
+  // in training it saved no time and kept the weights (vit_small 159 -> 260 MB), so it does not.
+  const bool small_inference =
+      !GradMode::enabled() && L * S <= machine::profile().attention_materialize_max_scores;
+  const bool fused = !o.need_weights && (o.path == AttentionPath::Fused ||
+                                         (o.path == AttentionPath::Auto && !small_inference));
+  // The fused kernel applies an unshifted causal limit itself; a single cached query sees every
+  // key, so it needs none.
+  const bool causal_in_kernel = fused && causal_offset == 0;
+  const bool causal_in_mask = !causal_in_kernel && !(causal_offset > 0 && L == 1);
+  const MergedMask mask = merge_masks(o, {B, H, L, S}, dt, batched, causal_in_mask, causal_offset);
 
   Tensor attn, ctx;  // (B, H, L, S), (B, H, L, d)
   if (fused) {
     ctx = scaled_dot_product_attention(qh, kh, vh,
                                        {.attn_mask = mask.mask,
                                         .dropout_p = is_training() ? dropout_ : 0.0,
-                                        .is_causal = o.is_causal,
+                                        .is_causal = o.is_causal && causal_in_kernel,
                                         .generator = gen_});
   } else {
     Tensor scores = matmul(mul(qh, 1.0 / std::sqrt(static_cast<double>(d))), kh.mT());

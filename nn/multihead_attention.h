@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "nabla/core/generator.h"
+#include "nabla/nn/kv_cache.h"
 #include "nabla/nn/linear.h"
 #include "nabla/nn/module.h"
 
@@ -36,6 +37,12 @@ struct MhaOptions {
   bool average_attn_weights = true;  // weights (B, L, S) averaged over heads, else (B, H, L, S)
   Tensor valid_lens{};               // int64 (B,) or (B, L): keys k >= valid_len are masked (d2l)
   AttentionPath path = AttentionPath::Auto;  // ignored when need_weights (weights materialised)
+  // Incremental decoding (nn/kv_cache.h). A self-attention cache: query, key and value are the
+  // same tensor of new positions, is_causal must be set and attn_mask undefined; their keys and
+  // values are appended and the queries attend over every cached position (a key_padding_mask
+  // then covers all of them). A static cache: the first call stores the projected key/value,
+  // later calls use those and do not read key/value (pass undefined tensors).
+  KVCache* kv_cache = nullptr;
 };
 
 struct MhaOutput {
@@ -79,6 +86,9 @@ class MultiheadAttention : public Module {
   const std::shared_ptr<Linear>& out_proj() const { return out_proj_; }
 
  private:
+  void check_inputs(const Tensor& query, const Tensor& key, const Tensor& value,
+                    const MhaOptions& o, bool reuse_kv) const;
+
   int64_t embed_dim_, num_heads_, kdim_, vdim_;
   double dropout_;
   bool batch_first_;

@@ -1,6 +1,8 @@
 // Transformer encoder layers: PyTorch's (post-norm / pre-norm) and d2l's.
 #include "nabla/nn/transformer.h"
 
+#include "nabla/nn/transformer_blocks.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -43,19 +45,61 @@ Tensor AddNorm::forward(const Tensor& x, const Tensor& y) const {
 }
 
 // ----------------------------------------------------------------------------
+// Pieces shared with the decoder (nn/transformer_blocks.h)
+
+namespace transformer_detail {
+
+Tensor feed_forward(const Linear& linear1, const Dropout& dropout, const Linear& linear2,
+                    FFNActivation activation, const Tensor& x) {
+  const LinearActivation act =
+      activation == FFNActivation::GELU ? LinearActivation::GELU : LinearActivation::ReLU;
+  return linear2(dropout(linear1.forward_activation(x, act)));
+}
+
+void check_layer_options(const char* who, const TransformerLayerOptions& o) {
+  if (o.d_model <= 0 || o.nhead <= 0 || o.dim_feedforward <= 0 || o.d_model % o.nhead != 0)
+    throw ValueError(fmt::format(
+        "{}: d_model ({}), nhead ({}) and dim_feedforward ({}) must be positive and d_model "
+        "divisible by nhead",
+        who, o.d_model, o.nhead, o.dim_feedforward));
+}
+
+void check_cached_self_attention(const char* who, bool is_causal, const char* causal_name,
+                                 const Tensor& mask, const char* mask_name) {
+  if (!is_causal || mask.defined())
+    throw ValueError(fmt::format(
+        "{}: a cache holds only earlier positions, so self-attention must be causal: set {} "
+        "and leave {} undefined (got {} = {}, {} {})",
+        who, causal_name, mask_name, causal_name, is_causal, mask_name,
+        mask.defined() ? shape_str(mask.shape()) : "undefined"));
+}
+
+}  // namespace transformer_detail
+
+using transformer_detail::feed_forward;
+using transformer_detail::sublayer;
+
+// ----------------------------------------------------------------------------
 // TransformerEncoderLayer
 
-TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& o)
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o)
     : Module("TransformerEncoderLayer"), options_(o) {
+  transformer_detail::check_layer_options("TransformerEncoderLayer", o);
   // Registration order = PyTorch's, so state_dict() lists the same keys in the same order.
   self_attn_ =
       register_module("self_attn", std::make_shared<MultiheadAttention>(
-                                       o.d_model, o.nhead, o.dropout, true, 0, 0, o.batch_first));
-  linear1_ = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward));
+                                       o.d_model, o.nhead, o.dropout, o.bias, 0, 0, o.batch_first));
+  linear1_ =
+      register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias));
   dropout_ = register_module("dropout", std::make_shared<Dropout>(o.dropout));
-  linear2_ = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model));
-  norm1_ = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
-  norm2_ = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  linear2_ =
+      register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias));
+  auto norm = [&] {
+    return std::make_shared<LayerNorm>(o.d_model,
+                                       LayerNormOptions{.eps = o.layer_norm_eps, .bias = o.bias});
+  };
+  norm1_ = register_module("norm1", norm());
+  norm2_ = register_module("norm2", norm());
   dropout1_ = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
   dropout2_ = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
 }
@@ -64,39 +108,50 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                  int64_t dim_feedforward, double dropout,
                                                  FFNActivation activation, double layer_norm_eps,
                                                  bool batch_first, bool norm_first)
-    : TransformerEncoderLayer(TransformerEncoderLayerOptions{d_model, nhead, dim_feedforward,
-                                                             dropout, activation, layer_norm_eps,
-                                                             batch_first, norm_first}) {}
+    : TransformerEncoderLayer(TransformerLayerOptions{d_model, nhead, dim_feedforward, dropout,
+                                                      activation, layer_norm_eps, batch_first,
+                                                      norm_first}) {}
 
-Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const MhaOptions& mha) const {
-  MhaOutput r = (*self_attn_)(x, x, x, mha);
-  if (store_attention_) attention_weights_ = r.weights.detach();
-  return (*dropout1_)(r.output);
+Tensor TransformerEncoderLayer::run(const Tensor& src, const EncoderForwardOptions& o,
+                                    KVCache* cache) const {
+  if (cache)
+    transformer_detail::check_cached_self_attention("TransformerEncoderLayer", o.is_causal,
+                                                    "is_causal", o.src_mask, "src_mask");
+  const MhaOptions mha{.key_padding_mask = o.src_key_padding_mask,
+                       .attn_mask = o.src_mask,
+                       .is_causal = o.is_causal,
+                       .need_weights = store_attention_,
+                       .average_attn_weights = false,
+                       .kv_cache = cache};
+  auto self_attention = [&](const Tensor& x) {
+    MhaOutput r = (*self_attn_)(x, x, x, mha);
+    if (store_attention_) attention_weights_ = r.weights.detach();
+    return (*dropout1_)(r.output);
+  };
+  auto ff = [&](const Tensor& x) {
+    return (*dropout2_)(feed_forward(*linear1_, *dropout_, *linear2_, options_.activation, x));
+  };
+  const Tensor x = sublayer(options_.norm_first, *norm1_, src, self_attention);
+  return sublayer(options_.norm_first, *norm2_, x, ff);
 }
 
-Tensor TransformerEncoderLayer::ff_block(const Tensor& x) const {
-  // linear1 and its activation as one fused op (the bias in the GEMM, one pass for the rest).
-  const LinearActivation act =
-      options_.activation == FFNActivation::GELU ? LinearActivation::GELU : LinearActivation::ReLU;
-  Tensor h = (*dropout_)(linear1_->forward_activation(x, act));
-  return (*dropout2_)((*linear2_)(h));
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const EncoderForwardOptions& o) const {
+  if (!o.cache) return run(src, o, nullptr);
+  o.cache->prepare(1, false, "TransformerEncoderLayer");
+  return run(src, o, &o.cache->self_attn[0]);
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
                                         const Tensor& src_key_padding_mask, bool is_causal) const {
-  MhaOptions mha;
-  mha.attn_mask = src_mask;
-  mha.key_padding_mask = src_key_padding_mask;
-  mha.is_causal = is_causal;
-  mha.need_weights = store_attention_;
-  mha.average_attn_weights = false;
-  Tensor x = src;
-  if (options_.norm_first) {
-    x = add(x, sa_block((*norm1_)(x), mha));
-    return add(x, ff_block((*norm2_)(x)));
-  }
-  x = (*norm1_)(add(x, sa_block(x, mha)));
-  return (*norm2_)(add(x, ff_block(x)));
+  return run(
+      src,
+      {.src_mask = src_mask, .src_key_padding_mask = src_key_padding_mask, .is_causal = is_causal},
+      nullptr);
+}
+
+Tensor TransformerEncoderLayer::forward_cached(const Tensor& src, const EncoderForwardOptions& o,
+                                               KVCache& self_attn_cache) const {
+  return run(src, o, &self_attn_cache);
 }
 
 // ----------------------------------------------------------------------------
@@ -105,33 +160,38 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 TransformerEncoder::TransformerEncoder(const LayerFactory& make_layer, int64_t num_layers,
                                        std::shared_ptr<LayerNorm> norm)
     : Module("TransformerEncoder") {
-  if (num_layers < 0)
-    throw ValueError(
-        fmt::format("TransformerEncoder: num_layers must be >= 0, got {}", num_layers));
   layers_ = register_module("layers", std::make_shared<ModuleList>());
-  for (int64_t i = 0; i < num_layers; ++i) {
-    auto layer = make_layer();
-    for (const auto& existing : *layers_)
-      if (existing == layer)
-        throw ValueError("TransformerEncoder: the layer factory returned the same layer twice");
-    layers_->push_back(std::move(layer));
-  }
+  transformer_detail::build_layers("TransformerEncoder", *layers_, make_layer, num_layers);
   if (norm) norm_ = register_module("norm", std::move(norm));
 }
 
-TransformerEncoder::TransformerEncoder(const TransformerEncoderLayerOptions& layer,
-                                       int64_t num_layers, bool final_norm)
+TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers,
+                                       bool final_norm)
     : TransformerEncoder(
           [&layer] { return std::make_shared<TransformerEncoderLayer>(layer); }, num_layers,
-          final_norm ? std::make_shared<LayerNorm>(layer.d_model, layer.layer_norm_eps) : nullptr) {
+          final_norm ? std::make_shared<LayerNorm>(
+                           layer.d_model,
+                           LayerNormOptions{.eps = layer.layer_norm_eps, .bias = layer.bias})
+                     : nullptr) {}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const EncoderForwardOptions& o) const {
+  Tensor x = src;
+  if (o.cache) {
+    transformer_detail::check_cached_self_attention("TransformerEncoder", o.is_causal, "is_causal",
+                                                    o.src_mask, "src_mask");
+    o.cache->prepare(layers_->size(), false, "TransformerEncoder");
+    for (size_t i = 0; i < layers_->size(); ++i) x = (*layer(i))(x, o, o.cache->self_attn[i]);
+  } else {
+    for (size_t i = 0; i < layers_->size(); ++i) x = (*layer(i))(x, o);
+  }
+  return norm_ ? (*norm_)(x) : x;
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask,
                                    const Tensor& src_key_padding_mask, bool is_causal) const {
-  Tensor x = src;
-  for (size_t i = 0; i < layers_->size(); ++i)
-    x = (*layer(i))(x, mask, src_key_padding_mask, is_causal);
-  return norm_ ? (*norm_)(x) : x;
+  return forward(src, EncoderForwardOptions{.src_mask = mask,
+                                            .src_key_padding_mask = src_key_padding_mask,
+                                            .is_causal = is_causal});
 }
 
 // ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nabla/nn/container.h"
+#include "nabla/nn/kv_cache.h"
 #include "nabla/nn/layers.h"
 #include "nabla/nn/linear.h"
 #include "nabla/nn/module.h"
@@ -52,7 +53,8 @@ class AddNorm : public Module {
   std::shared_ptr<LayerNorm> ln_;
 };
 
-struct TransformerEncoderLayerOptions {
+// The options of PyTorch's nn.TransformerEncoderLayer and nn.TransformerDecoderLayer.
+struct TransformerLayerOptions {
   int64_t d_model = 512;
   int64_t nhead = 8;
   int64_t dim_feedforward = 2048;
@@ -61,6 +63,20 @@ struct TransformerEncoderLayerOptions {
   double layer_norm_eps = 1e-5;
   bool batch_first = false;
   bool norm_first = false;
+  bool bias = true;  // false: no bias in the Linear, MultiheadAttention and LayerNorm layers
+};
+using TransformerEncoderLayerOptions = TransformerLayerOptions;
+
+// The masks of one encoder (layer) forward, named as in PyTorch: forward(x, {.is_causal = true}).
+// Bool masks: true = not allowed; float masks are added to the attention logits.
+struct EncoderForwardOptions {
+  Tensor src_mask{};              // (S, S) or (B*nhead, S, S); PyTorch's `mask` for the stack
+  Tensor src_key_padding_mask{};  // (B, S), or with a cache (B, all cached positions)
+  bool is_causal = false;         // hide every later position (with or without src_mask)
+  // Incremental decoding (nn/kv_cache.h): src holds only the new positions, which attend over
+  // themselves and every earlier one cached; needs is_causal and no src_mask. One forward per
+  // step; the positions' offset for a positional encoding is cache->length() before the call.
+  TransformerCache* cache = nullptr;
 };
 
 // PyTorch's nn.TransformerEncoderLayer. Children: self_attn, linear1, dropout, linear2, norm1,
@@ -70,19 +86,32 @@ struct TransformerEncoderLayerOptions {
 //   FF(x) = linear2(dropout(activation(linear1(x))))
 class TransformerEncoderLayer : public Module {
  public:
-  explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options);
+  explicit TransformerEncoderLayer(const TransformerLayerOptions& options);
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
                           double dropout = 0.1, FFNActivation activation = FFNActivation::ReLU,
                           double layer_norm_eps = 1e-5, bool batch_first = false,
                           bool norm_first = false);
 
-  // src (S, B, E), or (B, S, E) when batch_first. src_mask (S, S) or (B*nhead, S, S) and
-  // src_key_padding_mask (B, S): bool true = not allowed, or float additive (see MhaOptions).
-  Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(),
-                 const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false) const;
-  Tensor operator()(const Tensor& src, const Tensor& src_mask = Tensor(),
-                    const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false) const {
-    return call(&TransformerEncoderLayer::forward, src, src_mask, src_key_padding_mask, is_causal);
+  // src (S, B, E), or (B, S, E) when batch_first. With o.cache, the layer's cache is
+  // o.cache->self_attn[0].
+  Tensor forward(const Tensor& src, const EncoderForwardOptions& o = {}) const;
+  Tensor operator()(const Tensor& src, const EncoderForwardOptions& o = {}) const {
+    return call(static_cast<Forward>(&TransformerEncoderLayer::forward), src, o);
+  }
+  // The same with positional masks (src_mask, src_key_padding_mask, is_causal).
+  Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {},
+                 bool is_causal = false) const;
+  Tensor operator()(const Tensor& src, const Tensor& src_mask,
+                    const Tensor& src_key_padding_mask = {}, bool is_causal = false) const {
+    return call(static_cast<ForwardPositional>(&TransformerEncoderLayer::forward), src, src_mask,
+                src_key_padding_mask, is_causal);
+  }
+  // One layer of a cached stack: `self_attn_cache` is this layer's (o.cache is not read).
+  Tensor forward_cached(const Tensor& src, const EncoderForwardOptions& o,
+                        KVCache& self_attn_cache) const;
+  Tensor operator()(const Tensor& src, const EncoderForwardOptions& o,
+                    KVCache& self_attn_cache) const {
+    return call(&TransformerEncoderLayer::forward_cached, src, o, self_attn_cache);
   }
 
   // When on, forward keeps the per-head attention weights (B, H, S, S), detached, for
@@ -90,14 +119,17 @@ class TransformerEncoderLayer : public Module {
   void set_store_attention(bool on) { store_attention_ = on; }
   const Tensor& attention_weights() const { return attention_weights_; }
 
-  const TransformerEncoderLayerOptions& options() const { return options_; }
+  const TransformerLayerOptions& options() const { return options_; }
   const std::shared_ptr<MultiheadAttention>& self_attn() const { return self_attn_; }
 
  private:
-  Tensor sa_block(const Tensor& x, const MhaOptions& mha) const;
-  Tensor ff_block(const Tensor& x) const;
+  using Forward = Tensor (TransformerEncoderLayer::*)(const Tensor&,
+                                                      const EncoderForwardOptions&) const;
+  using ForwardPositional = Tensor (TransformerEncoderLayer::*)(const Tensor&, const Tensor&,
+                                                                const Tensor&, bool) const;
+  Tensor run(const Tensor& src, const EncoderForwardOptions& o, KVCache* cache) const;
 
-  TransformerEncoderLayerOptions options_;
+  TransformerLayerOptions options_;
   std::shared_ptr<MultiheadAttention> self_attn_;
   std::shared_ptr<Linear> linear1_, linear2_;
   std::shared_ptr<Dropout> dropout_, dropout1_, dropout2_;
@@ -107,6 +139,7 @@ class TransformerEncoderLayer : public Module {
 };
 
 // PyTorch's nn.TransformerEncoder: layers.0 ... layers.{N-1}, then the optional final norm.
+// A causal pre-norm stack with a cache is a GPT-style decoder-only model.
 class TransformerEncoder : public Module {
  public:
   using LayerFactory = std::function<std::shared_ptr<TransformerEncoderLayer>()>;
@@ -114,14 +147,20 @@ class TransformerEncoder : public Module {
   TransformerEncoder(const LayerFactory& make_layer, int64_t num_layers,
                      std::shared_ptr<LayerNorm> norm = nullptr);
   // num_layers layers built from `layer`; final_norm adds LayerNorm(d_model, layer_norm_eps).
-  TransformerEncoder(const TransformerEncoderLayerOptions& layer, int64_t num_layers,
+  TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers,
                      bool final_norm = false);
 
-  Tensor forward(const Tensor& src, const Tensor& mask = Tensor(),
-                 const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false) const;
-  Tensor operator()(const Tensor& src, const Tensor& mask = Tensor(),
-                    const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false) const {
-    return call(&TransformerEncoder::forward, src, mask, src_key_padding_mask, is_causal);
+  Tensor forward(const Tensor& src, const EncoderForwardOptions& o = {}) const;
+  Tensor operator()(const Tensor& src, const EncoderForwardOptions& o = {}) const {
+    return call(static_cast<Forward>(&TransformerEncoder::forward), src, o);
+  }
+  // PyTorch's positional form (mask, src_key_padding_mask, is_causal).
+  Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {},
+                 bool is_causal = false) const;
+  Tensor operator()(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {},
+                    bool is_causal = false) const {
+    return call(static_cast<ForwardPositional>(&TransformerEncoder::forward), src, mask,
+                src_key_padding_mask, is_causal);
   }
 
   size_t num_layers() const { return layers_->size(); }
@@ -131,6 +170,10 @@ class TransformerEncoder : public Module {
   const std::shared_ptr<LayerNorm>& norm() const { return norm_; }  // null without final norm
 
  private:
+  using Forward = Tensor (TransformerEncoder::*)(const Tensor&, const EncoderForwardOptions&) const;
+  using ForwardPositional = Tensor (TransformerEncoder::*)(const Tensor&, const Tensor&,
+                                                           const Tensor&, bool) const;
+
   std::shared_ptr<ModuleList> layers_;
   std::shared_ptr<LayerNorm> norm_;
 };

@@ -1,67 +1,12 @@
-// PyTorch parity for MultiheadAttention, TransformerEncoderLayer, TransformerEncoder and ViT: the
-// torch module's (perturbed) state_dict is loaded by name into the nabla module, then outputs and
-// the gradients of every input and parameter are compared, in float64 (1e-10) and float32
-// (atol 1e-5 + rtol 1e-4). Fixture: tests/fixtures/gen_transformer.py (layout described there).
-#include "tests/parity.h"
+// PyTorch parity for MultiheadAttention, TransformerEncoderLayer, TransformerEncoder and ViT
+// (tests/nn/module_parity.h). Fixture: tests/fixtures/gen_transformer.py.
+#include "tests/nn/module_parity.h"
 
 using namespace nabla;
 
 namespace {
 
-using ModuleFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-
-void check_module_parity(const std::string& name, nn::Module& m, const ModuleFn& fn) {
-  const io::SafetensorsFile& f = test::fixture("transformer");
-  INFO("parity case transformer:" << name);
-  nn::StateDict state;
-  const std::string prefix = name + ".state.";
-  for (const auto& [key, t] : f.tensors)
-    if (key.rfind(prefix, 0) == 0) state.emplace_back(key.substr(prefix.size()), t);
-  REQUIRE(!state.empty());
-  std::vector<Tensor> raw;
-  for (int i = 0; f.find(name + ".in" + std::to_string(i)); ++i)
-    raw.push_back(f.at(name + ".in" + std::to_string(i)));
-
-  for (DType dt : {kFloat64, kFloat32}) {
-    const std::string suffix = dt == kFloat64 ? "" : "_f32";
-    const double atol = dt == kFloat64 ? 1e-10 : 1e-5, rtol = dt == kFloat64 ? 1e-10 : 1e-4;
-    INFO("dtype " << dtype_name(dt));
-    m.to(dt);
-    m.load_state_dict(state);  // strict: every PyTorch name must exist here and vice versa
-    std::vector<Tensor> xs, wrt;
-    std::vector<std::string> wrt_names;
-    for (size_t i = 0; i < raw.size(); ++i) {
-      Tensor x = raw[i];
-      if (is_floating(x.dtype())) {
-        x = x.to(dt);
-        const std::string gname = name + ".grad.in" + std::to_string(i) + suffix;
-        if (f.find(gname)) {
-          x = x.detach().requires_grad_();
-          wrt.push_back(x);
-          wrt_names.push_back(gname);
-        }
-      }
-      xs.push_back(x);
-    }
-    for (const auto& [pname, p] : m.named_parameters()) {
-      wrt.push_back(p);
-      wrt_names.push_back(name + ".grad.state." + pname + suffix);
-    }
-    std::vector<Tensor> outs = fn(xs), gouts;
-    for (size_t j = 0; j < outs.size(); ++j) {
-      INFO("output " << j);
-      CHECK_CLOSE(outs[j], f.at(name + ".out" + std::to_string(j) + suffix), atol, rtol);
-      gouts.push_back(f.at(name + ".gout" + std::to_string(j)).to(dt));
-    }
-    CHECK(!f.find(name + ".out" + std::to_string(outs.size()) + suffix));  // no output missed
-    auto grads = autograd::grad(outs, wrt, gouts, false, false, /*allow_unused=*/true);
-    for (size_t k = 0; k < wrt.size(); ++k) {
-      INFO("gradient " << wrt_names[k]);
-      const Tensor& expected = f.at(wrt_names[k]);
-      CHECK_CLOSE(grads[k].defined() ? grads[k] : zeros_like(expected), expected, atol, rtol);
-    }
-  }
-}
+using test::check_module_parity;
 
 std::vector<Tensor> both(const nn::MhaOutput& r) { return {r.output, r.weights}; }
 
@@ -70,21 +15,21 @@ std::vector<Tensor> both(const nn::MhaOutput& r) { return {r.output, r.weights};
 TEST_CASE("parity: MultiheadAttention self-attention, seq-first, averaged weights",
           "[nn][parity]") {
   nn::MultiheadAttention m(8, 2);
-  check_module_parity("mha_self", m,
+  check_module_parity("transformer", "mha_self", m,
                       [&](const std::vector<Tensor>& in) { return both(m(in[0], in[0], in[0])); });
 }
 
 TEST_CASE("parity: MultiheadAttention cross-attention with kdim/vdim, per-head weights",
           "[nn][parity]") {
   nn::MultiheadAttention m(8, 2, 0.0, true, 5, 3, true);
-  check_module_parity("mha_cross", m, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "mha_cross", m, [&](const std::vector<Tensor>& in) {
     return both(m(in[0], in[1], in[2], {.average_attn_weights = false}));
   });
 }
 
 TEST_CASE("parity: MultiheadAttention key_padding_mask, need_weights off", "[nn][parity]") {
   nn::MultiheadAttention m(8, 2, 0.0, true, 0, 0, true);
-  check_module_parity("mha_kpm", m, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "mha_kpm", m, [&](const std::vector<Tensor>& in) {
     auto r = m(in[0], in[0], in[0], {.key_padding_mask = in[1], .need_weights = false});
     CHECK(!r.weights.defined());
     return std::vector<Tensor>{r.output};
@@ -93,10 +38,10 @@ TEST_CASE("parity: MultiheadAttention key_padding_mask, need_weights off", "[nn]
 
 TEST_CASE("parity: MultiheadAttention causal attn_mask (and is_causal)", "[nn][parity]") {
   nn::MultiheadAttention m(8, 2);
-  check_module_parity("mha_causal", m, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "mha_causal", m, [&](const std::vector<Tensor>& in) {
     return both(m(in[0], in[0], in[0], {.attn_mask = in[1]}));
   });
-  check_module_parity("mha_causal", m, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "mha_causal", m, [&](const std::vector<Tensor>& in) {
     return both(m(in[0], in[0], in[0], {.is_causal = true}));
   });
 }
@@ -104,7 +49,7 @@ TEST_CASE("parity: MultiheadAttention causal attn_mask (and is_causal)", "[nn][p
 TEST_CASE("parity: MultiheadAttention float (B*H, L, S) mask plus key padding, shared k/v",
           "[nn][parity]") {
   nn::MultiheadAttention m(8, 4, 0.0, true, 0, 0, true);
-  check_module_parity("mha_float_mask", m, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "mha_float_mask", m, [&](const std::vector<Tensor>& in) {
     nn::MhaOptions o{.key_padding_mask = in[3], .attn_mask = in[2], .need_weights = false};
     return std::vector<Tensor>{m(in[0], in[1], in[1], o).output};
   });
@@ -112,19 +57,19 @@ TEST_CASE("parity: MultiheadAttention float (B*H, L, S) mask plus key padding, s
 
 TEST_CASE("parity: MultiheadAttention without bias, distinct q, k, v", "[nn][parity]") {
   nn::MultiheadAttention m(8, 2, 0.0, false);
-  check_module_parity("mha_nobias", m,
+  check_module_parity("transformer", "mha_nobias", m,
                       [&](const std::vector<Tensor>& in) { return both(m(in[0], in[1], in[2])); });
 }
 
 TEST_CASE("parity: TransformerEncoderLayer post-norm ReLU", "[nn][parity]") {
   nn::TransformerEncoderLayer l(8, 2, 16, 0.0);
-  check_module_parity("enc_post_relu", l,
+  check_module_parity("transformer", "enc_post_relu", l,
                       [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{l(in[0])}; });
 }
 
 TEST_CASE("parity: TransformerEncoderLayer norm_first GELU with key padding", "[nn][parity]") {
   nn::TransformerEncoderLayer l(8, 2, 16, 0.0, nn::FFNActivation::GELU, 1e-5, true, true);
-  check_module_parity("enc_pre_gelu", l, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "enc_pre_gelu", l, [&](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{l(in[0], Tensor(), in[1])};
   });
 }
@@ -132,10 +77,10 @@ TEST_CASE("parity: TransformerEncoderLayer norm_first GELU with key padding", "[
 TEST_CASE("parity: TransformerEncoderLayer with src_mask and src_key_padding_mask",
           "[nn][parity]") {
   nn::TransformerEncoderLayer l(8, 4, 12, 0.0);
-  check_module_parity("enc_post_kpm", l, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "enc_post_kpm", l, [&](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{l(in[0], in[2], in[1])};
   });
-  check_module_parity("enc_post_kpm", l, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "enc_post_kpm", l, [&](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{l(in[0], Tensor(), in[1], /*is_causal=*/true)};
   });
 }
@@ -145,7 +90,7 @@ TEST_CASE("parity: TransformerEncoder, 2 layers and a final norm", "[nn][parity]
       nn::TransformerEncoderLayerOptions{
           .d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.0, .batch_first = true},
       2, /*final_norm=*/true);
-  check_module_parity("encoder_2layer", enc, [&](const std::vector<Tensor>& in) {
+  check_module_parity("transformer", "encoder_2layer", enc, [&](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{enc(in[0], Tensor(), in[1])};
   });
 }
@@ -159,8 +104,9 @@ TEST_CASE("parity: ViT against a reference built from PyTorch modules", "[nn][pa
                .depth = 2,
                .heads = 2,
                .mlp_dim = 16});
-  check_module_parity(
-      "vit", vit, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{vit(in[0])}; });
+  check_module_parity("transformer", "vit", vit, [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{vit(in[0])};
+  });
 }
 
 TEST_CASE("parity: position-embedding interpolation equals F.interpolate", "[nn][parity]") {
