@@ -63,6 +63,10 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  // No elements: any layout is contiguous (as PyTorch). Strides of size-0 dims are laid out as
+  // for size 1, so the loop below would refuse a fresh (0, 0, 5) tensor.
+  for (int64_t size : shape())
+    if (size == 0) return true;
   int64_t expected = 1;
   for (size_t i = shape().size(); i-- > 0;) {
     if (shape()[i] == 1) continue;

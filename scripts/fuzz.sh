@@ -11,7 +11,8 @@
 #   scripts/fuzz.sh --make-corpus    rewrites tests/fuzz/corpus/ with fuzz_make_corpus
 #   scripts/fuzz.sh ... fuzz_idx     only the named targets
 #
-# Target fuzz_X reads its committed seeds from tests/fuzz/corpus/X/ (never written) and keeps
+# Target fuzz_X reads its committed seeds from tests/fuzz/corpus/X/ and the inputs that once
+# failed from tests/fuzz/regressions/X/ (neither is written), and keeps
 # the new inputs it finds in build/fuzz/corpus/X/ (reused by the next run). A single allocation over 256 MB counts as
 # a finding (-malloc_limit_mb): a file that declares a 2^40-element tensor must be refused before
 # anything is allocated.
@@ -60,7 +61,10 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 run_target() {
   local t=$1 name=${1#fuzz_} args=()
   mkdir -p "build/fuzz/corpus/$name"
-  args=("build/fuzz/corpus/$name" "tests/fuzz/corpus/$name" -malloc_limit_mb=256 -rss_limit_mb=2048
+  args=("build/fuzz/corpus/$name" "tests/fuzz/corpus/$name")
+  # Inputs that once failed (tests/fuzz/regressions/X/, kept by hand; --make-corpus leaves them).
+  [[ -d tests/fuzz/regressions/$name ]] && args+=("tests/fuzz/regressions/$name")
+  args+=(-malloc_limit_mb=256 -rss_limit_mb=2048
         -timeout=10 -print_final_stats=1 "-artifact_prefix=$artifacts/$t-")
   ((seconds > 0)) && args+=("-max_total_time=$seconds")
   ((runs > 0)) && args+=("-runs=$runs")

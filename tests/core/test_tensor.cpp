@@ -191,3 +191,13 @@ TEST_CASE("runtime_info reports the OpenMP OpenBLAS", "[core]") {
   std::string info = runtime_info();
   CHECK_THAT(info, Contains("openmp"));
 }
+
+// Found by fuzz_safetensors: a (0, 0, N) tensor read from a file reported itself non-contiguous,
+// because size-0 dims get the strides of size 1. Any tensor without elements is contiguous.
+TEST_CASE("a tensor without elements is contiguous whatever its shape", "[core]") {
+  for (const Shape& shape : {Shape{0}, Shape{0, 0, 5}, Shape{3, 0, 7}, Shape{0, 1, 4}})
+    CHECK(zeros(shape).is_contiguous());
+  CHECK(zeros({0, 0, 11686018904}).is_contiguous());  // the fuzzer's shape: no bytes allocated
+  CHECK(zeros({0, 5}).t().is_contiguous());
+  CHECK(!zeros({2, 3}).t().is_contiguous());
+}
