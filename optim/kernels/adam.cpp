@@ -15,8 +15,11 @@ namespace {
 template <class T, bool Decoupled, bool AmsGrad, bool WeightDecay>
 void adam_kernel(const AdamParam<T>& a, int64_t begin, int64_t end) {
   const AdamCoeffs& c = a.c;
-  const auto [b1, b2, one_minus_b1, one_minus_b2, wd, decay, bc2_sqrt, eps, neg_step] =
-      coeffs_in<T>(c);
+  // Plain locals, not a structured binding: clang before 16 cannot use bindings inside the
+  // `omp simd` loop, which it outlines as a captured statement.
+  const AdamCoeffsIn<T> k = coeffs_in<T>(c);
+  const T b1 = k.b1, b2 = k.b2, one_minus_b1 = k.one_minus_b1, one_minus_b2 = k.one_minus_b2;
+  const T wd = k.wd, decay = k.decay, bc2_sqrt = k.bc2_sqrt, eps = k.eps, neg_step = k.neg_step;
   T *p = a.p, *m = a.m, *v = a.v, *vmax = a.vmax;
   const T* g = a.g;
   // Elementwise: the arrays are distinct tensors, and even aliased ones would only meet at the
