@@ -164,59 +164,92 @@ int generate_only(const Config& c, const char_gpt::Vocabulary& vocab) {
   return 0;
 }
 
+struct Data {
+  char_gpt::Vocabulary vocab;
+  std::vector<int64_t> train, valid;
+  double ngram5 = 0, ngram7 = 0;  // the yardstick on the same split, nats/char
+};
+
+// The corpus, its ids, and the n-gram models' validation scores.
+Data load_data(const Config& c, const char_gpt::Corpus& corpus) {
+  Data d{char_gpt::Vocabulary(corpus.train), {}, {}};
+  d.train = d.vocab.encode(corpus.train, "the training text");
+  d.valid = d.vocab.encode(corpus.validation, "the validation text");
+  if (c.smoke) d.valid.resize(4096);
+  fmt::print(
+      "char_gpt: {} chapters; train {} characters, validation {} ({} chapters{}), {} distinct; "
+      "{}\n",
+      corpus.chapters, d.train.size(), d.valid.size(), corpus.validation_chapters,
+      c.smoke ? ", cut for --smoke" : "", d.vocab.size(), runtime_info());
+  for (const int order : {5, 7}) {
+    char_gpt::NgramModel ngram(order, 0.75, d.vocab.size());
+    ngram.train(d.train);
+    (order == 5 ? d.ngram5 : d.ngram7) = ngram.nats_per_char(d.valid);
+    fmt::print("{}-gram (interpolated absolute discounting, D = 0.75): {:.4f} nats/char\n", order,
+               order == 5 ? d.ngram5 : d.ngram7);
+  }
+  return d;
+}
+
+// Item i of an epoch is the window of `context` characters starting at character i.
+data::DataLoader<Batch>::MakeBatch window_batches(const std::vector<int64_t>& text,
+                                                  int64_t context) {
+  return [&text, context](const std::vector<int64_t>& starts) {
+    std::vector<int64_t> x, y;
+    for (const int64_t s : starts) {
+      x.insert(x.end(), text.begin() + s, text.begin() + s + context);
+      y.insert(y.end(), text.begin() + s + 1, text.begin() + s + context + 1);
+    }
+    const auto rows = static_cast<int64_t>(starts.size());
+    return Batch{from_vector(x, {rows, context}), from_vector(y, {rows * context})};
+  };
+}
+
+// The whole validation text scored, a final sample timed, the figure, the RESULT line.
+void report(const Config& c, const Data& d, char_gpt::Model& model,
+            const char_gpt::ValidationSet& validation, const examples::TrainingRun& training,
+            std::ofstream& samples) {
+  const double train_s = training.seconds();
+  const double val = validation.nats_per_char(model, validation.windows(), c.batch_size);
+  const auto g0 = std::chrono::steady_clock::now();
+  const std::string text = char_gpt::generate_text(model, d.vocab, c.prompt, c.generate_chars,
+                                                   {c.temperature, c.top_p, c.seed});
+  const double gen_chars_per_s =
+      static_cast<double>(c.generate_chars) / examples::seconds_since(g0);
+  fmt::print("--- final sample ---\n{}\n---\n", text);
+  samples << fmt::format("--- final, step {} ---\n{}\n", training.step(), text);
+  training.losses().plot(c.out + "/loss.png", "char_gpt: King James Bible", "nats/char");
+  fmt::print(
+      "validation {:.4f} nats/char over all {} characters (7-gram {:.4f}, 5-gram {:.4f}) after "
+      "{} steps in {:.1f} s; wrote {}/metrics.csv, samples.txt and loss (.png, .svg)\n",
+      val, validation.characters(), d.ngram7, d.ngram5, training.step(), train_s, c.out);
+  fmt::print(
+      "RESULT example=char_gpt val_nats_per_char={:.4f} ngram7_nats_per_char={:.4f} "
+      "train_s={:.1f} gen_chars_per_s={:.1f}\n",
+      val, d.ngram7, train_s, gen_chars_per_s);
+}
+
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
   if (c.threads > 0) set_num_threads(c.threads);
   const auto t0 = std::chrono::steady_clock::now();
 
-  // --- data ---------------------------------------------------------------------------------
+  // --- data and the yardstick -----------------------------------------------------------------
   const char_gpt::Corpus corpus = char_gpt::load_kjv();
-  const char_gpt::Vocabulary vocab(corpus.train);
-  vocab.encode(c.prompt, "--prompt");  // a bad prompt fails now, not after the training
-  if (c.generate) return generate_only(c, vocab);
+  if (c.generate) return generate_only(c, char_gpt::Vocabulary(corpus.train));
+  char_gpt::Vocabulary(corpus.train).encode(c.prompt, "--prompt");  // fail now, not after training
   std::filesystem::create_directories(c.out);
-  const std::vector<int64_t> train = vocab.encode(corpus.train, "the training text");
-  std::vector<int64_t> valid = vocab.encode(corpus.validation, "the validation text");
-  if (c.smoke) valid.resize(4096);
-  fmt::print(
-      "char_gpt: {} chapters; train {} characters, validation {} ({} chapters), {} "
-      "distinct; {}\n",
-      corpus.chapters, train.size(), corpus.validation.size(), corpus.validation_chapters,
-      vocab.size(), runtime_info());
-
-  // --- the yardstick --------------------------------------------------------------------------
-  std::vector<double> ngram_nats;
-  for (const int order : {5, 7}) {
-    char_gpt::NgramModel ngram(order, 0.75, vocab.size());
-    ngram.train(train);
-    ngram_nats.push_back(ngram.nats_per_char(valid));
-    fmt::print("{}-gram (interpolated absolute discounting, D = 0.75): {:.4f} nats/char\n", order,
-               ngram_nats.back());
-  }
-  const double ngram7 = ngram_nats.back();
+  const Data d = load_data(c, corpus);
+  const char_gpt::ValidationSet validation(d.valid, d.vocab.encode("\n", "newline")[0], c.context);
+  const auto eval_windows = validation.windows(c.eval_windows);
+  data::DataLoader<Batch> loader(static_cast<int64_t>(d.train.size()) - c.context,
+                                 {.batch_size = c.batch_size, .drop_last = true, .seed = c.seed},
+                                 window_batches(d.train, c.context));
 
   // --- model and optimisation ---------------------------------------------------------------
-  const int64_t newline = vocab.encode("\n", "newline")[0];
-  const char_gpt::ValidationSet validation(valid, newline, c.context);
-  const auto eval_windows = validation.windows(c.eval_windows);
-  data::DataLoader<Batch>::Options lopts;
-  lopts.batch_size = c.batch_size;
-  lopts.seed = c.seed;
-  lopts.drop_last = true;
-  const int64_t T = c.context;
-  data::DataLoader<Batch> loader(
-      static_cast<int64_t>(train.size()) - T, lopts, [&](const std::vector<int64_t>& starts) {
-        std::vector<int64_t> x, y;
-        for (const int64_t s : starts) {
-          x.insert(x.end(), train.begin() + s, train.begin() + s + T);
-          y.insert(y.end(), train.begin() + s + 1, train.begin() + s + T + 1);
-        }
-        const auto rows = static_cast<int64_t>(starts.size());
-        return Batch{from_vector(x, {rows, T}), from_vector(y, {rows * T})};
-      });
   manual_seed(c.seed);
-  char_gpt::Model model(model_config(c, vocab.size()));
+  char_gpt::Model model(model_config(c, d.vocab.size()));
   optim::AdamW opt(model.parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
   auto sched = examples::warmup_cosine(opt, c.lr, c.warmup, c.steps);
   fmt::print("model: {}, {} parameters; {} steps of {} windows, eval every {}\n",
@@ -237,19 +270,18 @@ int run(int argc, char** argv) {
   const auto evaluate_and_sample = [&] {
     const double val = validation.nats_per_char(model, eval_windows, c.batch_size);
     const std::string text = char_gpt::generate_text(
-        model, vocab, c.prompt, c.sample_chars,
+        model, d.vocab, c.prompt, c.sample_chars,
         {c.temperature, c.top_p, c.seed + static_cast<uint64_t>(training.step())});
     fmt::print("--- sample at step {} (temperature {}, top-p {}) ---\n{}\n---\n", training.step(),
                c.temperature, c.top_p, text);
     samples << fmt::format("--- step {} ---\n{}\n", training.step(), text) << std::flush;
     training.end_epoch({val});
   };
-  const double budget_s = c.minutes * 60;
   bool out_of_time = false;
   model.train();
   while (auto batch = training.next_batch(loader)) {
     Tensor logits = model.forward(batch->tokens);
-    Tensor loss = cross_entropy(logits.reshape({-1, vocab.size()}), batch->targets);
+    Tensor loss = cross_entropy(logits.reshape({-1, d.vocab.size()}), batch->targets);
     opt.zero_grad();
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
@@ -257,7 +289,7 @@ int run(int argc, char** argv) {
     sched->step();
     if (training.step_done(loss.item(), batch->targets.numel())) {
       evaluate_and_sample();
-    } else if (budget_s > 0 && training.seconds() > budget_s) {
+    } else if (c.minutes > 0 && training.seconds() > c.minutes * 60) {
       fmt::print("\ntime budget of {} minutes spent at step {} of {}\n", c.minutes, training.step(),
                  c.steps);
       evaluate_and_sample();
@@ -266,26 +298,7 @@ int run(int argc, char** argv) {
     }
   }
   if (training.stopped() && !out_of_time) return 0;
-  const double train_s = training.seconds();
-
-  // --- report ---------------------------------------------------------------------------------
-  const double val = validation.nats_per_char(model, validation.windows(), c.batch_size);
-  const auto g0 = std::chrono::steady_clock::now();
-  const std::string text = char_gpt::generate_text(model, vocab, c.prompt, c.generate_chars,
-                                                   {c.temperature, c.top_p, c.seed});
-  const double gen_chars_per_s =
-      static_cast<double>(c.generate_chars) / examples::seconds_since(g0);
-  fmt::print("--- final sample ---\n{}\n---\n", text);
-  samples << fmt::format("--- final, step {} ---\n{}\n", training.step(), text);
-  training.losses().plot(c.out + "/loss.png", "char_gpt: King James Bible", "nats/char");
-  fmt::print(
-      "validation {:.4f} nats/char over all {} characters (7-gram {:.4f}, 5-gram {:.4f}) after "
-      "{} steps in {:.1f} s; wrote {}/metrics.csv, samples.txt and loss (.png, .svg)\n",
-      val, validation.characters(), ngram7, ngram_nats.front(), training.step(), train_s, c.out);
-  fmt::print(
-      "RESULT example=char_gpt val_nats_per_char={:.4f} ngram7_nats_per_char={:.4f} "
-      "train_s={:.1f} gen_chars_per_s={:.1f}\n",
-      val, ngram7, train_s, gen_chars_per_s);
+  report(c, d, model, validation, training, samples);
   return 0;
 }
 
