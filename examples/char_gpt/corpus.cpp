@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 
@@ -83,6 +84,24 @@ Corpus load_kjv(const std::string& program) {
         "bible-kjv package: scripts/setup.sh (or sudo apt-get install bible-kjv)",
         command, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
   return split_bible_listing(listing);
+}
+
+std::vector<ScoredWindow> scored_windows(int64_t characters, int64_t context) {
+  if (context < 1 || characters < context)
+    throw nabla::ValueError(fmt::format(
+        "char_gpt: cannot score {} characters with windows of {} (the text must be at least as "
+        "long as the context)",
+        characters, context));
+  const int64_t stride = std::max<int64_t>(1, context / 2);
+  const int64_t last_start = characters - context;  // its last target is the text's last char
+  std::vector<ScoredWindow> windows;
+  int64_t scored_until = 1;  // the next target (index in the '\n'-prefixed sequence) to score
+  for (int64_t start = 0;; start += stride) {
+    start = std::min(start, last_start);
+    windows.push_back({start, scored_until - start - 1});
+    scored_until = start + context + 1;
+    if (start == last_start) return windows;
+  }
 }
 
 Vocabulary::Vocabulary(std::string_view text) {

@@ -31,6 +31,19 @@ Corpus split_bible_listing(std::string_view listing);
 // naming the package and scripts/setup.sh.
 Corpus load_kjv(const std::string& program = "bible");
 
+// Scoring a text of `characters` characters with a model of `context` positions, every
+// character once, each with at least context / 2 characters before it except in the first
+// window: windows of `context` tokens start every context / 2 positions, and each scores only
+// the positions the previous window did not (the last window ends at the text's end). The text
+// is preceded by one token ('\n', a verse start), so its first character is predicted too:
+// window w's tokens are sequence[start, start + context), its targets one further, where
+// sequence = '\n' + text.
+struct ScoredWindow {
+  int64_t start;        // first token of the window in the '\n'-prefixed sequence
+  int64_t first_score;  // first scored position within the window
+};
+std::vector<ScoredWindow> scored_windows(int64_t characters, int64_t context);
+
 // The characters of a text, sorted by byte value; a character's id is its rank.
 class Vocabulary {
  public:

@@ -13,21 +13,7 @@ ValidationSet::ValidationSet(const std::vector<int64_t>& ids, int64_t newline_id
   sequence_.reserve(ids.size() + 1);
   sequence_.push_back(newline_id);
   sequence_.insert(sequence_.end(), ids.begin(), ids.end());
-  // Window at `start` predicts targets sequence_[start + 1 .. start + context].
-  const auto last = static_cast<int64_t>(sequence_.size()) - 1;  // index of the last target
-  if (last < context)
-    throw ValueError(
-        fmt::format("char_gpt: the validation text ({} characters) is shorter than "
-                    "the context ({})",
-                    last, context));
-  const int64_t stride = std::max<int64_t>(1, context / 2);
-  int64_t scored_until = 1;  // next target index not yet scored
-  for (int64_t start = 0;; start += stride) {
-    start = std::min(start, last - context);
-    all_.push_back({start, scored_until - start - 1});
-    scored_until = start + context + 1;
-    if (start == last - context) break;
-  }
+  all_ = scored_windows(static_cast<int64_t>(ids.size()), context);
 }
 
 std::vector<ScoredWindow> ValidationSet::windows(int64_t count) const {

@@ -11,16 +11,7 @@
 
 namespace char_gpt {
 
-// The whole text is scored, every character once, each with at least context / 2 characters
-// before it except in the first window: windows of `context` tokens start every context / 2
-// positions, and each scores only the positions the previous window did not (the last window
-// ends at the text's end). The text is preceded by '\n' (a verse start), so its first character
-// is predicted too and the score is per character of the text, like the n-gram's.
-struct ScoredWindow {
-  int64_t start;        // first token of the window in the '\n'-prefixed sequence
-  int64_t first_score;  // first scored position within the window
-};
-
+// The validation text scored as scored_windows (corpus.h) lays out.
 class ValidationSet {
  public:
   // ids: the text's ids (without the '\n'); newline_id: the id of '\n'.

@@ -68,6 +68,28 @@ TEST_CASE("char_gpt vocabulary: sorted ids, round trip, bytes outside it", "[cha
   CHECK_THROWS_AS(vocab.decode({9}), nabla::IndexError);
 }
 
+TEST_CASE("char_gpt validation windows: every character scored once, with context", "[char_gpt]") {
+  for (const auto& [characters, context] : std::vector<std::pair<int64_t, int64_t>>{
+           {10, 4}, {11, 4}, {100, 32}, {64, 64}, {7, 1}, {5, 3}, {202035, 128}}) {
+    INFO("characters " << characters << ", context " << context);
+    const std::vector<ScoredWindow> windows = scored_windows(characters, context);
+    int64_t next_target = 1;  // targets are 1..characters in the '\n'-prefixed sequence
+    for (size_t w = 0; w < windows.size(); ++w) {
+      const ScoredWindow& win = windows[w];
+      REQUIRE(win.start >= 0);
+      REQUIRE(win.start + context <= characters);  // the window's targets exist
+      // At least context - context / 2 tokens before every scored one, after the first window.
+      if (w == 0) CHECK(win.first_score == 0);
+      if (w > 0) CHECK(win.first_score >= context - std::max<int64_t>(1, context / 2));
+      for (int64_t j = win.first_score; j < context; ++j)
+        REQUIRE(win.start + j + 1 == next_target++);
+    }
+    CHECK(next_target == characters + 1);
+  }
+  CHECK(scored_windows(202035, 128).size() == 3156);
+  CHECK_THROWS_WITH(scored_windows(3, 4), Contains("3 characters") && Contains("windows of 4"));
+}
+
 TEST_CASE("char_gpt n-gram: a hand-computed bigram and normalisation", "[char_gpt]") {
   // Text "abab" (a=0, b=1), vocab 3, order 2, D = 0.5.
   NgramModel m(2, 0.5, 3);
