@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "nabla/core/autograd.h"
@@ -44,6 +45,28 @@ Tensor RecomputeNextToken::logits(const Tensor& new_tokens) {
 
 void RecomputeNextToken::reorder(const Tensor& batch_index) {
   if (history_.defined()) history_ = index_select(history_, 0, batch_index);
+}
+
+CachedNextToken::CachedNextToken(Step step, int64_t vocab_size, int64_t max_len, std::string name)
+    : step_(std::move(step)), vocab_size_(vocab_size), name_(std::move(name)), cache_(max_len) {
+  if (vocab_size < 1 || max_len < 1)
+    throw ValueError(fmt::format("{}: vocab_size ({}) and max_len ({}) must be >= 1", name_,
+                                 vocab_size, max_len));
+}
+
+Tensor CachedNextToken::logits(const Tensor& new_tokens) {
+  const int64_t n = new_tokens.dim() == 2 ? new_tokens.size(1) : 0;
+  if (new_tokens.dim() != 2 || n < 1)
+    throw ShapeError(fmt::format("{}: new tokens must be (batch, n) with n >= 1, got shape {}",
+                                 name_, shape_str(new_tokens.shape())));
+  if (cache_.length() + n > cache_.max_len)
+    throw ValueError(fmt::format(
+        "{}: {} new tokens after the {} cached positions exceed the cache's {} positions; "
+        "reset() and feed the last tokens (a sliding window) to go on",
+        name_, n, cache_.length(), cache_.max_len));
+  Tensor out = step_(new_tokens, cache_);
+  if (out.dim() == 3) out = out.select(1, out.size(1) - 1);
+  return out;
 }
 
 namespace {

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "nabla/core/generator.h"
 #include "nabla/core/tensor.h"
+#include "nabla/nn/kv_cache.h"
 
 namespace nabla::nn {
 
@@ -45,6 +47,29 @@ class RecomputeNextToken final : public NextToken {
   std::function<Tensor(const Tensor&)> forward_;
   int64_t vocab_size_;
   Tensor history_;
+};
+
+// A NextToken for a model with a Transformer KV cache (nn/kv_cache.h): it owns the cache (at
+// most max_len positions) and calls step(new tokens (B, n), cache), which runs the model on the
+// new positions only, appending to the cache, and returns their logits (B, n, V) or the last
+// one's (B, V). reorder and reset act on the cache. Feeding past max_len positions is a
+// ValueError naming `name` and the counts, before the model runs.
+class CachedNextToken final : public NextToken {
+ public:
+  using Step = std::function<Tensor(const Tensor&, TransformerCache&)>;
+  CachedNextToken(Step step, int64_t vocab_size, int64_t max_len,
+                  std::string name = "CachedNextToken");
+  int64_t vocab_size() const override { return vocab_size_; }
+  Tensor logits(const Tensor& new_tokens) override;
+  void reorder(const Tensor& batch_index) override { cache_.reorder(batch_index); }
+  void reset() override { cache_.reset(); }
+  const TransformerCache& cache() const { return cache_; }
+
+ private:
+  Step step_;
+  int64_t vocab_size_;
+  std::string name_;
+  TransformerCache cache_;
 };
 
 // Prompts are (B, T) int64 with T >= 1 (or (T), giving results without the batch dim), every
