@@ -138,6 +138,36 @@ struct Batch {
   Tensor tokens, targets;  // (B, T), (B * T)
 };
 
+// <out>/model_config.txt: the shape flags of the run that writes <out>'s checkpoint. Shapes in
+// the checkpoint catch most mismatches, but not --heads (same tensors, another split of them).
+std::vector<std::pair<std::string, int64_t>> shape_flags(const char_gpt::ModelConfig& m) {
+  return {{"vocab", m.vocab}, {"context", m.context}, {"d-model", m.d_model},
+          {"heads", m.heads}, {"layers", m.layers},   {"ffn", m.ffn}};
+}
+
+void save_model_config(const std::string& out, const char_gpt::ModelConfig& m) {
+  std::ofstream file(out + "/model_config.txt");
+  for (const auto& [name, value] : shape_flags(m)) file << name << ' ' << value << '\n';
+  if (!file) throw IOError("char_gpt: cannot write " + out + "/model_config.txt");
+}
+
+void check_model_config(const std::string& out, const char_gpt::ModelConfig& m) {
+  std::ifstream file(out + "/model_config.txt");
+  std::string name, differences;
+  int64_t saved = 0;
+  for (const auto& [flag, value] : shape_flags(m)) {
+    if (!(file >> name >> saved) || name != flag) return;  // an older or foreign file: shapes only
+    if (saved != value)
+      differences += fmt::format("{}--{} {} (these flags: {})", differences.empty() ? "" : ", ",
+                                 flag, saved, value);
+  }
+  if (!differences.empty())
+    throw ValueError(fmt::format(
+        "char_gpt --generate: the checkpoint in {} was trained with another configuration: {}; "
+        "pass the flags it was trained with",
+        out, differences));
+}
+
 int generate_only(const Config& c, const char_gpt::Vocabulary& vocab) {
   const char_gpt::ModelConfig mc = model_config(c, vocab.size());
   char_gpt::Model model(mc);
@@ -147,6 +177,7 @@ int generate_only(const Config& c, const char_gpt::Vocabulary& vocab) {
         fmt::format("char_gpt --generate: no checkpoint at {}; train first (the same "
                     "--out and model flags, without --generate)",
                     path));
+  check_model_config(c.out, mc);
   const io::Checkpoint ck = io::Checkpoint::load(path);
   try {
     model.load_state_dict(ck.section("model"));
@@ -255,6 +286,7 @@ int run(int argc, char** argv) {
   char_gpt::Model model(model_config(c, d.vocab.size()));
   optim::AdamW opt(model.parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
   auto sched = examples::warmup_cosine(opt, c.lr, c.warmup, c.steps);
+  save_model_config(c.out, model.config());
   fmt::print("model: {}, {} parameters; {} steps of {} windows, eval every {}\n",
              describe(model.config()), model.num_parameters(), c.steps, c.batch_size, c.eval_every);
 
