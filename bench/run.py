@@ -43,6 +43,8 @@ class Bench:
     nabla: list  # C++ program (a target in <build>/bench) and its arguments
     torch: list  # Python script in bench/py and its arguments (the same options)
     others: dict = field(default_factory=dict)  # label -> another C++ program + arguments
+    warmup: int = 0  # > 0: this bench's own --warmup / --reps (runs that take seconds)
+    reps: int = 0
 
 
 # (M, K, N) or (batch, M, K, N) products, as the models call them.
@@ -97,6 +99,15 @@ def benches():
         out.append(Bench(name, ["bench_encoder", *args], ["encoder.py", *args]))
     out.append(Bench("vit_small", ["bench_vit"], ["vit.py"]))
     out.append(Bench("cnn_small", ["bench_cnn"], ["cnn.py"]))
+    # char_gpt's model (bench/gpt.cpp): a training step at the example's batch and context, and
+    # 500 greedy characters after a 256-character prompt with and without the KV cache (both
+    # sides; torch's cache is the twin's hand-written one). A generation takes seconds, so those
+    # run 1 warm-up and 5 timed generations. Cache speed-up: recompute nabla_ms / cached nabla_ms.
+    out.append(Bench("gpt_train", ["bench_gpt", "--mode", "train"], ["gpt.py", "--mode", "train"]))
+    for cache, name in [("on", "cached"), ("off", "recompute")]:
+        args = ["--mode", "generate", "--cache", cache]
+        out.append(Bench(f"gpt_generate.{name}", ["bench_gpt", *args], ["gpt.py", *args],
+                         warmup=1, reps=5))
     return out
 
 
@@ -106,6 +117,7 @@ class Runner:
         self.lines = []
         self.failures = 0
         self.retries = 0
+        self.bench = None  # the Bench being measured (its own warmup / reps)
         self.env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                         MKL_NUM_THREADS=str(args.threads))
 
@@ -114,8 +126,11 @@ class Runner:
         self.lines.append(line)
 
     def command(self, framework, argv):
-        common = ["--threads", str(self.args.threads), "--warmup", str(self.args.warmup),
-                  "--reps", str(self.args.reps)]
+        warmup, reps = self.args.warmup, self.args.reps
+        if self.bench is not None and self.bench.reps:  # never more than asked (--smoke)
+            warmup, reps = min(warmup, self.bench.warmup), min(reps, self.bench.reps)
+        common = ["--threads", str(self.args.threads), "--warmup", str(warmup),
+                  "--reps", str(reps)]
         if framework == "torch":
             return [self.args.python, str(PY_DIR / argv[0]), *argv[1:], *common]
         return [str(self.args.build_dir / "bench" / argv[0]), *argv[1:], *common]
@@ -326,6 +341,7 @@ def main():
     peak = r.fma_peak()
     rows = []
     for bench in selected:
+        r.bench = bench
         measures = {}
         for label, framework, argv in [("nabla", "nabla", bench.nabla),
                                        ("torch", "torch", bench.torch),
