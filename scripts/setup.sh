@@ -12,6 +12,7 @@ packages=(
   dataset-fashion-mnist
   fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-br fortunes-cs fortunes-pl
   fortunes-ru
+  bible-kjv
 )
 # Extra groups: `setup.sh --torch` adds PyTorch for fixtures and benchmarks.
 if [[ " $* " == *" --torch "* ]]; then packages+=(python3-torch python3-numpy); fi
