@@ -27,10 +27,10 @@ GRU::GRU(int64_t input_size, int64_t hidden_size, const GRUOptions& options)
     : RNNBase("GRU", input_size, hidden_size, /*gates=*/3, options) {}
 
 GRU::Output GRU::forward(const Tensor& x, const Tensor& h0) const {
-  Result r = run(x, {h0}, {"h0"},
-                 [](const Tensor& gi, const std::vector<Tensor>& s, const Weights& w) {
-                   return std::vector<Tensor>{gru_cell(gi, s[0], w.w_hh, w.b_hh)};
-                 });
+  Result r =
+      run(x, {h0}, {"h0"}, [](const Tensor& gi, const std::vector<Tensor>& s, const Weights& w) {
+        return std::vector<Tensor>{gru_cell(gi, s[0], w.w_hh, w.b_hh)};
+      });
   return {r.output, r.final[0]};
 }
 

@@ -17,10 +17,10 @@ namespace nabla::nn {
 std::vector<Tensor> lstm_cell(const Tensor& gi, const Tensor& h, const Tensor& c,
                               const Tensor& w_hh, const Tensor& b_hh) {
   const int64_t H = h.size(-1);
-  Tensor gates = gi + linear(h, w_hh, b_hh);           // (B, 4H)
-  Tensor i_f = sigmoid(gates.narrow(-1, 0, 2 * H));    // (B, 2H)
-  Tensor g = tanh(gates.narrow(-1, 2 * H, H));         // (B, H)
-  Tensor o = sigmoid(gates.narrow(-1, 3 * H, H));      // (B, H)
+  Tensor gates = gi + linear(h, w_hh, b_hh);         // (B, 4H)
+  Tensor i_f = sigmoid(gates.narrow(-1, 0, 2 * H));  // (B, 2H)
+  Tensor g = tanh(gates.narrow(-1, 2 * H, H));       // (B, H)
+  Tensor o = sigmoid(gates.narrow(-1, 3 * H, H));    // (B, H)
   Tensor c_next = i_f.narrow(-1, H, H) * c + i_f.narrow(-1, 0, H) * g;
   return {o * tanh(c_next), c_next};
 }

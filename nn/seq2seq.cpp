@@ -39,8 +39,8 @@ Recurrence run_rnn(const GRU* gru, const LSTM* lstm, const Tensor& x, const Tens
 }
 
 // The GRU or LSTM the options ask for; the other pointer stays null.
-void make_rnn(std::shared_ptr<GRU>& gru, std::shared_ptr<LSTM>& lstm, int64_t input,
-              int64_t hidden, const Seq2SeqOptions& o, bool bidirectional) {
+void make_rnn(std::shared_ptr<GRU>& gru, std::shared_ptr<LSTM>& lstm, int64_t input, int64_t hidden,
+              const Seq2SeqOptions& o, bool bidirectional) {
   const RNNOptions ro{.num_layers = o.num_layers,
                       .dropout = o.dropout,
                       .bidirectional = bidirectional,
@@ -135,8 +135,8 @@ DecoderState AttentionDecoder::init_state(const EncoderOutput& encoded,
   const int64_t H = num_hiddens(), L = num_layers(), D = options_.bidirectional ? 2 : 1;
   const bool lstm = options_.rnn == Seq2SeqRNN::kLSTM;
   if (out.dim() != 3 || out.size(2) != D * H || h.dim() != 3 || h.size(0) != D * L ||
-      h.size(1) != out.size(1) || h.size(2) != H ||
-      encoded.c_n.defined() != lstm || (lstm && encoded.c_n.shape() != h.shape()))
+      h.size(1) != out.size(1) || h.size(2) != H || encoded.c_n.defined() != lstm ||
+      (lstm && encoded.c_n.shape() != h.shape()))
     throw ShapeError(fmt::format(
         "AttentionDecoder: expected encoder output (S, B, {}) and state ({}, B, {}){} ({}), got "
         "{} and {}{}",
@@ -191,8 +191,8 @@ Tensor AttentionDecoder::forward(const Tensor& X, DecoderState& state) {
     Tensor context = (*attention_)(query, state.enc_outputs, state.enc_outputs, mask);
     Tensor x = cat({context, emb.narrow(1, t, 1)}, -1);  // (B, 1, C + E)
     Recurrence r = run_rnn(gru_.get(), lstm_.get(), x.transpose(0, 1), state.hidden, state.cell);
-    state.hidden = r.h;         // (L, B, H)
-    state.cell = r.c;           // (L, B, H) or undefined
+    state.hidden = r.h;           // (L, B, H)
+    state.cell = r.c;             // (L, B, H) or undefined
     outputs.push_back(r.output);  // (1, B, H)
     step_weights_.push_back(attention_->attention_weights());
   }
@@ -219,10 +219,10 @@ EncoderDecoder::EncoderDecoder(std::shared_ptr<Seq2SeqEncoder> encoder,
         "(hidden {}, {} layers)",
         enc.hidden_size(), enc.num_layers(), decoder->num_hiddens(), decoder->num_layers()));
   if (eo.rnn != dop.rnn || eo.bidirectional != dop.bidirectional)
-    throw ValueError(fmt::format(
-        "EncoderDecoder: the encoder ({}) and the decoder ({}) must agree on --rnn and "
-        "--bidirectional",
-        seq2seq_flags(eo), seq2seq_flags(dop)));
+    throw ValueError(
+        fmt::format("EncoderDecoder: the encoder ({}) and the decoder ({}) must agree on --rnn and "
+                    "--bidirectional",
+                    seq2seq_flags(eo), seq2seq_flags(dop)));
   encoder_ = register_module("encoder", std::move(encoder));
   decoder_ = register_module("decoder", std::move(decoder));
 }

@@ -53,12 +53,11 @@ TEST_CASE("LSTM: PyTorch's parameter names, shapes and initialisation", "[nn]") 
 TEST_CASE("bidirectional: PyTorch's _reverse names, layer order and input sizes", "[nn]") {
   nn::GRU gru(3, 4, {.num_layers = 2, .bidirectional = true});
   nn::LSTM lstm(3, 4, {.num_layers = 2, .bidirectional = true});
-  const char* names[] = {"weight_ih_l0",         "weight_hh_l0",         "bias_ih_l0",
-                         "bias_hh_l0",           "weight_ih_l0_reverse", "weight_hh_l0_reverse",
-                         "bias_ih_l0_reverse",   "bias_hh_l0_reverse",   "weight_ih_l1",
-                         "weight_hh_l1",         "bias_ih_l1",           "bias_hh_l1",
-                         "weight_ih_l1_reverse", "weight_hh_l1_reverse", "bias_ih_l1_reverse",
-                         "bias_hh_l1_reverse"};
+  const char* names[] = {
+      "weight_ih_l0",         "weight_hh_l0",         "bias_ih_l0",         "bias_hh_l0",
+      "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse",
+      "weight_ih_l1",         "weight_hh_l1",         "bias_ih_l1",         "bias_hh_l1",
+      "weight_ih_l1_reverse", "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse"};
   for (auto* m : {static_cast<nn::RNNBase*>(&gru), static_cast<nn::RNNBase*>(&lstm)}) {
     auto params = m->named_parameters();
     REQUIRE(params.size() == 16);
@@ -104,8 +103,8 @@ TEST_CASE("LSTM: layouts agree, states carry over, unbatched is batch 1", "[nn]"
   CHECK_CLOSE(b.output.transpose(0, 1), a.output, 0, 0);
   CHECK_CLOSE(b.c_n, a.c_n, 0, 0);
   CHECK_CLOSE(a.h_n.select(0, 1), a.output.select(0, 4), 0, 0);  // top layer, last step
-  CHECK_CLOSE(lstm(x).output, lstm(x, zeros({2, 2, 4}, kFloat64), zeros({2, 2, 4}, kFloat64)).output,
-              0, 0);
+  CHECK_CLOSE(lstm(x).output,
+              lstm(x, zeros({2, 2, 4}, kFloat64), zeros({2, 2, 4}, kFloat64)).output, 0, 0);
   auto u = lstm(x.select(1, 1), h0.select(1, 1), c0.select(1, 1));
   CHECK(u.output.shape() == Shape{5, 4});
   CHECK(u.c_n.shape() == Shape{2, 4});
@@ -154,11 +153,13 @@ TEST_CASE("bidirectional: the reverse direction is the cell run backwards in tim
 TEST_CASE("LSTM and bidirectional GRU: gradcheck over inputs, states and parameters", "[nn]") {
   SECTION("LSTM, 2 layers, time-major, (h0, c0)") {
     nn::LSTM m(2, 3, {.num_layers = 2, .dtype = kFloat64});
-    CHECK_MODULE_GRADCHECK(m, (std::vector{leaf({3, 2, 2}), leaf({2, 2, 3}, 1), leaf({2, 2, 3}, 2)}),
-                           [&](const std::vector<Tensor>& a) { return joined(m(a[0], a[1], a[2])); });
+    CHECK_MODULE_GRADCHECK(
+        m, (std::vector{leaf({3, 2, 2}), leaf({2, 2, 3}, 1), leaf({2, 2, 3}, 2)}),
+        [&](const std::vector<Tensor>& a) { return joined(m(a[0], a[1], a[2])); });
   }
   SECTION("bidirectional LSTM, 2 layers, batch_first, non-contiguous input") {
-    nn::LSTM m(3, 2, {.num_layers = 2, .batch_first = true, .bidirectional = true, .dtype = kFloat64});
+    nn::LSTM m(3, 2,
+               {.num_layers = 2, .batch_first = true, .bidirectional = true, .dtype = kFloat64});
     Tensor x = leaf({3, 4, 2}).detach().transpose(0, 2).requires_grad_();  // (2, 4, 3)
     REQUIRE_FALSE(x.is_contiguous());
     CHECK_MODULE_GRADCHECK(m, (std::vector{x}),
@@ -178,10 +179,9 @@ TEST_CASE("LSTM and bidirectional GRU: gradcheck over inputs, states and paramet
     CHECK_MODULE_GRADCHECK(gone, (std::vector{leaf({1, 1, 2}), leaf({2, 1, 2}, 1)}),
                            [&](const std::vector<Tensor>& a) { return joined(gone(a[0], a[1])); });
     nn::LSTM unbatched(2, 3, {.bias = false, .bidirectional = true, .dtype = kFloat64});
-    CHECK_MODULE_GRADCHECK(unbatched, (std::vector{leaf({4, 2}), leaf({2, 3}, 1), leaf({2, 3}, 2)}),
-                           [&](const std::vector<Tensor>& a) {
-                             return joined(unbatched(a[0], a[1], a[2]));
-                           });
+    CHECK_MODULE_GRADCHECK(
+        unbatched, (std::vector{leaf({4, 2}), leaf({2, 3}, 1), leaf({2, 3}, 2)}),
+        [&](const std::vector<Tensor>& a) { return joined(unbatched(a[0], a[1], a[2])); });
   }
   SECTION("zero batch") {
     nn::LSTM m(2, 3, {.bidirectional = true, .dtype = kFloat64});
@@ -213,9 +213,9 @@ TEST_CASE("LSTM and bidirectional GRU: errors name the shapes", "[nn]") {
   nn::LSTM lstm(3, 4, {.num_layers = 2});
   CHECK_THROWS_WITH(lstm(randn({5, 2, 2})),
                     Contains("LSTM") && Contains("(T, B, 3)") && Contains("(5, 2, 2)"));
-  CHECK_THROWS_WITH(lstm(randn({5, 2, 3}), randn({1, 2, 4}), randn({2, 2, 4})),
-                    Contains("LSTM") && Contains("h0") && Contains("(2, 2, 4)") &&
-                        Contains("(1, 2, 4)"));
+  CHECK_THROWS_WITH(
+      lstm(randn({5, 2, 3}), randn({1, 2, 4}), randn({2, 2, 4})),
+      Contains("LSTM") && Contains("h0") && Contains("(2, 2, 4)") && Contains("(1, 2, 4)"));
   CHECK_THROWS_WITH(lstm(randn({5, 2, 3}), randn({2, 2, 4}), randn({2, 3, 4})),
                     Contains("LSTM") && Contains("c0") && Contains("(2, 3, 4)"));
   CHECK_THROWS_WITH(lstm(randn({5, 2, 3}), randn({2, 2, 4})),

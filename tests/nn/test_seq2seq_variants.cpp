@@ -79,15 +79,14 @@ TEST_CASE("Seq2Seq variants: flags, names and shapes", "[nn]") {
     CHECK(state.hidden.shape() == Shape{2, 4, 16});
   }
   // Encoder and decoder of different variants do not fit together.
-  CHECK_THROWS_WITH(
-      nn::EncoderDecoder(std::make_shared<nn::Seq2SeqEncoder>(10, 8, 16),
-                         std::make_shared<nn::AttentionDecoder>(
-                             10, 8, 16, Seq2SeqOptions{.rnn = Seq2SeqRNN::kLSTM})),
-      Contains("--rnn gru") && Contains("--rnn lstm"));
+  CHECK_THROWS_WITH(nn::EncoderDecoder(std::make_shared<nn::Seq2SeqEncoder>(10, 8, 16),
+                                       std::make_shared<nn::AttentionDecoder>(
+                                           10, 8, 16, Seq2SeqOptions{.rnn = Seq2SeqRNN::kLSTM})),
+                    Contains("--rnn gru") && Contains("--rnn lstm"));
   nn::AttentionDecoder bi_dec(10, 8, 16, {.bidirectional = true});
-  CHECK_THROWS_WITH(bi_dec.init_state(nn::Seq2SeqEncoder(10, 8, 16)(tokens({1, 2}, {1, 2})), {}),
-                    Contains("AttentionDecoder") && Contains("(S, B, 32)") &&
-                        Contains("--bidirectional"));
+  CHECK_THROWS_WITH(
+      bi_dec.init_state(nn::Seq2SeqEncoder(10, 8, 16)(tokens({1, 2}, {1, 2})), {}),
+      Contains("AttentionDecoder") && Contains("(S, B, 32)") && Contains("--bidirectional"));
 }
 
 TEST_CASE("Seq2Seq variants: teacher forcing equals decoding step by step; gradcheck", "[nn]") {
