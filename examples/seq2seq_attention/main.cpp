@@ -114,6 +114,23 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
   return std::nullopt;
 }
 
+// The model variant the flags ask for.
+nn::Seq2SeqOptions model_options(const Config& c) {
+  return {.num_layers = c.layers,
+          .dropout = c.dropout,
+          .rnn = c.rnn == "lstm" ? nn::Seq2SeqRNN::kLSTM : nn::Seq2SeqRNN::kGRU,
+          .bidirectional = c.bidirectional,
+          .attention = c.attention == "none" ? nn::Seq2SeqAttention::kNone
+                                             : nn::Seq2SeqAttention::kBahdanau};
+}
+
+// --resume from a checkpoint of another variant: an error naming the flag, not a list of shapes.
+void check_checkpoint_variant(const Config& c, const nn::EncoderDecoder& model) {
+  const std::string path = c.out + "/checkpoint.safetensors";
+  if (c.resume && std::filesystem::exists(path))
+    model.check_variant(io::Checkpoint::load(path).section("model"));
+}
+
 // The pairs, the source characters' and target symbols' vocabularies, and each pair encoded.
 struct Seq2SeqData {
   Dataset pairs;
@@ -223,23 +240,6 @@ void save_attention(nn::EncoderDecoder& model, const Seq2SeqData& d, bool g2p,
          .row_labels = row_labels,
          .col_labels = col_labels});
   }
-}
-
-// The model variant the flags ask for.
-nn::Seq2SeqOptions model_options(const Config& c) {
-  return {.num_layers = c.layers,
-          .dropout = c.dropout,
-          .rnn = c.rnn == "lstm" ? nn::Seq2SeqRNN::kLSTM : nn::Seq2SeqRNN::kGRU,
-          .bidirectional = c.bidirectional,
-          .attention = c.attention == "none" ? nn::Seq2SeqAttention::kNone
-                                             : nn::Seq2SeqAttention::kBahdanau};
-}
-
-// --resume from a checkpoint of another variant: an error naming the flag, not a list of shapes.
-void check_checkpoint_variant(const Config& c, const nn::EncoderDecoder& model) {
-  const std::string path = c.out + "/checkpoint.safetensors";
-  if (c.resume && std::filesystem::exists(path))
-    model.check_variant(io::Checkpoint::load(path).section("model"));
 }
 
 int run(int argc, char** argv) {
