@@ -8,7 +8,7 @@
 //   - A bidirectional encoder (Bahdanau et al. 2015, section 3.2): the annotations are forward
 //     and backward states concatenated (2H); the decoder starts from tanh(W_s h_back), the
 //     backward direction's final state through a linear layer ("bridge", the paper's appendix
-//     A.2.2), per layer. With an LSTM, the decoder's first cell state is the backward
+//     A.2, plus a bias), per layer. An LSTM decoder's first cell state is the backward
 //     direction's final cell state as is (a simpler choice than the paper, which has no cell).
 //   - GRU or LSTM cells in both encoder and decoder.
 // Module and parameter names follow d2l, so a d2l state dict of the default variant loads as is.
