@@ -9,6 +9,12 @@
 //   chars -> Embedding -> GRU encoder -> (S, B, H)
 //   <bos> y1 y2 ... -> Embedding ++ AdditiveAttention(context) -> GRU decoder -> Linear -> logits
 //
+// The model variants the literature compares (nn/seq2seq.h):
+//   --rnn lstm         LSTM cells in encoder and decoder instead of GRU
+//   --bidirectional    Bahdanau et al.'s encoder: forward and backward states as annotations (2H)
+//   --attention none   no attention: the final encoder state is one fixed context vector fed at
+//                      every decoder step (Cho et al. 2014, Sutskever et al. 2014)
+//
 // Teacher forcing with cross-entropy (padding ignored), Adam, gradient clipping at 1.0; greedy
 // decoding for evaluation (exact-match word accuracy, and phoneme error rate for g2p). Writes
 // metrics.csv, loss.png, attention_<i>.png heatmaps for three test examples and a checkpoint
@@ -40,6 +46,8 @@ struct Config {
   std::string task = "dates";
   std::string cmu_dir;  // empty: festlex-cmu's install path, else where get-cmudict.sh unpacks
   int64_t embed = 32, hidden = 128, layers = 1;
+  std::string rnn = "gru", attention = "bahdanau";
+  bool bidirectional = false;
   double dropout = 0.1;
   int epochs = 0;  // 0: the task's default
   int64_t batch_size = 64;
@@ -74,8 +82,15 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--epochs", c.epochs, "training epochs (0: dates 6, g2p 10)")
       .option("--batch-size", c.batch_size, "examples per batch")
       .option("--embed", c.embed, "embedding size")
-      .option("--hidden", c.hidden, "GRU hidden size")
-      .option("--layers", c.layers, "GRU layers")
+      .option("--hidden", c.hidden, "RNN hidden size (per direction)")
+      .option("--layers", c.layers, "RNN layers")
+      .choice("--rnn", c.rnn, {"gru", "lstm"}, "the encoder's and decoder's cell: gru or lstm")
+      .flag("--bidirectional", c.bidirectional,
+            "bidirectional encoder (Bahdanau et al. 2015): forward and backward states as the "
+            "annotations, the decoder started from the backward state through a tanh layer")
+      .choice("--attention", c.attention, {"bahdanau", "none"},
+              "bahdanau (additive attention over the encoder states) or none (the final encoder "
+              "state as a fixed context at every step, Cho et al. 2014)")
       .option("--dropout", c.dropout, "dropout")
       .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
       .option("--lr", c.lr, "peak learning rate (Adam)")
@@ -97,6 +112,23 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
   }
   if (c.cmu_dir.empty()) c.cmu_dir = default_cmu_dir();
   return std::nullopt;
+}
+
+// The model variant the flags ask for.
+nn::Seq2SeqOptions model_options(const Config& c) {
+  return {.num_layers = c.layers,
+          .dropout = c.dropout,
+          .rnn = c.rnn == "lstm" ? nn::Seq2SeqRNN::kLSTM : nn::Seq2SeqRNN::kGRU,
+          .bidirectional = c.bidirectional,
+          .attention = c.attention == "none" ? nn::Seq2SeqAttention::kNone
+                                             : nn::Seq2SeqAttention::kBahdanau};
+}
+
+// --resume from a checkpoint of another variant: an error naming the flag, not a list of shapes.
+void check_checkpoint_variant(const Config& c, const nn::EncoderDecoder& model) {
+  const std::string path = c.out + "/checkpoint.safetensors";
+  if (c.resume && std::filesystem::exists(path))
+    model.check_variant(io::Checkpoint::load(path).section("model"));
 }
 
 // The pairs, the source characters' and target symbols' vocabularies, and each pair encoded.
@@ -179,14 +211,15 @@ Scores evaluate(nn::EncoderDecoder& model, const Seq2SeqData& d, int64_t limit) 
 }
 
 // Three test pairs decoded, printed and their attention (decoder steps x source characters)
-// saved as <out>/attention_<k>.png.
+// saved as <out>/attention_<k>.png (no heatmap with --attention none).
 void save_attention(nn::EncoderDecoder& model, const Seq2SeqData& d, bool g2p,
                     const std::string& out) {
   for (size_t k = 0; k < 3 && k < d.test.src.size(); ++k) {
     const size_t i = k * d.test.src.size() / 3;
     const auto decoded = decode(model, d, i);
-    const auto steps = static_cast<size_t>(decoded.attention.size(0)),
-               cols = static_cast<size_t>(decoded.attention.size(1));
+    const bool attends = decoded.attention.defined();  // not with --attention none
+    const auto steps = attends ? static_cast<size_t>(decoded.attention.size(0)) : size_t{0},
+               cols = attends ? static_cast<size_t>(decoded.attention.size(1)) : size_t{0};
     std::vector<std::string> row_labels, col_labels = data::utf8_chars(d.pairs.test[i].src);
     col_labels.push_back("<eos>");
     for (size_t r = 0; r < steps; ++r)
@@ -197,6 +230,7 @@ void save_attention(nn::EncoderDecoder& model, const Seq2SeqData& d, bool g2p,
     const std::string sep = g2p ? " " : "";
     fmt::print("  \"{}\" -> \"{}\" (reference \"{}\")\n", d.pairs.test[i].src, fmt::join(pred, sep),
                fmt::join(d.pairs.test[i].tgt, sep));
+    if (!attends) continue;
     viz::heatmap(
         fmt::format("{}/attention_{}.png", out, k),
         viz::matrix_rows(decoded.attention.contiguous().to_vector<float>(), steps, cols),
@@ -240,7 +274,7 @@ int run(int argc, char** argv) {
 
   // --- model and optimisation ---------------------------------------------------------------
   manual_seed(c.seed);
-  const nn::Seq2SeqOptions rnn{.num_layers = c.layers, .dropout = c.dropout};
+  const nn::Seq2SeqOptions rnn = model_options(c);
   auto encoder =
       std::make_shared<nn::Seq2SeqEncoder>(d.src_tok.vocab_size(), c.embed, c.hidden, rnn);
   auto decoder = std::make_shared<nn::AttentionDecoder>(d.tgt_vocab.size(), c.embed, c.hidden, rnn);
@@ -249,8 +283,9 @@ int run(int argc, char** argv) {
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   const int64_t total_steps = steps_per_epoch * c.epochs;
   auto sched = examples::warmup_cosine(opt, c.lr, c.warmup_steps, total_steps);
-  fmt::print("model: {} parameters, {} steps ({} per epoch)\n", model.num_parameters(), total_steps,
-             steps_per_epoch);
+  fmt::print("model ({}): {} parameters, {} steps ({} per epoch)\n", nn::seq2seq_flags(rnn),
+             model.num_parameters(), total_steps, steps_per_epoch);
+  check_checkpoint_variant(c, model);
 
   // --- training -------------------------------------------------------------------------------
   std::vector<examples::TrainingRun::Metric> metrics = {{"word_accuracy", "word accuracy"}};
@@ -290,10 +325,10 @@ int run(int argc, char** argv) {
                          "cross-entropy per token");
   fmt::print(
       "test word accuracy {:.4f}{} after {} steps in {:.1f} s; wrote {}/metrics.csv, "
-      "loss.png, attention_0..2.png\n",
+      "loss.png{}\n",
       final_scores.word_accuracy,
       g2p ? fmt::format(", phoneme error rate {:.4f}", final_scores.per) : std::string(),
-      training.step(), train_s, c.out);
+      training.step(), train_s, c.out, c.attention == "none" ? "" : ", attention_0..2.png");
   fmt::print(
       "RESULT example=seq2seq_attention task={} word_accuracy={:.4f}{} steps={} params={} "
       "train_s={:.1f}\n",
