@@ -164,10 +164,15 @@ void G2pScores::write_length_csv(const std::string& path, const std::string& mod
   if (!out) throw IOError(fmt::format("G2pScores::write_length_csv: cannot write {}", path));
 }
 
-void plot_per_by_length(const std::string& path, const std::vector<std::string>& csv_files) {
+void plot_per_by_length(const std::string& path, const std::vector<std::string>& csv_files,
+                        const std::vector<std::string>& names) {
   static const std::vector<std::string> kBins = {"1-4", "5-8", "9-12", "13+"};
+  if (!names.empty() && names.size() != csv_files.size())
+    throw ValueError(fmt::format("plot_per_by_length: {} names for {} files", names.size(),
+                                 csv_files.size()));
   std::vector<viz::Series> series;
-  for (const std::string& file : csv_files) {
+  for (size_t k = 0; k < csv_files.size(); ++k) {
+    const std::string& file = csv_files[k];
     std::ifstream in(file);
     if (!in) throw IOError(fmt::format("plot_per_by_length: cannot read {}", file));
     std::string line;
@@ -190,10 +195,11 @@ void plot_per_by_length(const std::string& path, const std::vector<std::string>&
             "plot_per_by_length: {} line {}: expected model,length,words,per,word_accuracy with "
             "length one of 1-4, 5-8, 9-12, 13+; got \"{}\"",
             file, row, line));
+      const std::string model = names.empty() || names[k].empty() ? f[0] : names[k];
       auto s = std::find_if(series.begin(), series.end(),
-                            [&](const viz::Series& x) { return x.label == f[0]; });
+                            [&](const viz::Series& x) { return x.label == model; });
       if (s == series.end()) {
-        series.push_back({.label = f[0],
+        series.push_back({.label = model,
                           .color = viz::kPalette[series.size() % std::size(viz::kPalette)],
                           .markers = true});
         s = series.end() - 1;

@@ -74,9 +74,11 @@ class G2pScores {
   std::vector<Bin> bins_;
 };
 
-// PER by source length from CSVs written by write_length_csv (one series per model found, in
-// order of appearance) drawn as one chart, path.png and path.svg. Throws IOError for an
-// unreadable file, FormatError for a malformed row.
-void plot_per_by_length(const std::string& path, const std::vector<std::string>& csv_files);
+// PER by source length from CSVs written by write_length_csv drawn as one chart, path.png and
+// path.svg: one series per model found, in order of appearance. names: empty, or one per file
+// (an empty one keeps the file's model column) to rename a file's series in the legend. Throws
+// IOError for an unreadable file, FormatError for a malformed row.
+void plot_per_by_length(const std::string& path, const std::vector<std::string>& csv_files,
+                        const std::vector<std::string>& names = {});
 
 }  // namespace nabla::examples
