@@ -150,17 +150,22 @@ void G2pScores::add(size_t source_length, const std::vector<int64_t>& predicted,
 
 void G2pScores::print_by_length() const {
   fmt::print("  {:>7} {:>6} {:>7} {:>9}\n", "length", "words", "PER", "word acc");
-  for (const Bin& b : bins_)
-    fmt::print("  {:>7} {:>6} {:>7.4f} {:>9.4f}\n", b.label, b.words, b.per(), b.word_accuracy());
+  for (const Bin& b : bins_) {
+    if (b.words == 0)
+      fmt::print("  {:>7} {:>6} {:>7} {:>9}\n", b.label, 0, "-", "-");
+    else
+      fmt::print("  {:>7} {:>6} {:>7.4f} {:>9.4f}\n", b.label, b.words, b.per(), b.word_accuracy());
+  }
 }
 
 void G2pScores::write_length_csv(const std::string& path, const std::string& model) const {
   std::ofstream out(path);
   if (!out) throw IOError(fmt::format("G2pScores::write_length_csv: cannot write {}", path));
   out << "model,length,words,per,word_accuracy\n";
-  for (const Bin& b : bins_)
-    out << fmt::format("{},{},{},{:.6f},{:.6f}\n", model, b.label, b.words, b.per(),
-                       b.word_accuracy());
+  for (const Bin& b : bins_)  // an empty bin has no rate: nan, which the plot leaves out
+    out << (b.words == 0 ? fmt::format("{},{},0,nan,nan\n", model, b.label)
+                         : fmt::format("{},{},{},{:.6f},{:.6f}\n", model, b.label, b.words, b.per(),
+                                       b.word_accuracy()));
   if (!out) throw IOError(fmt::format("G2pScores::write_length_csv: cannot write {}", path));
 }
 
@@ -168,8 +173,8 @@ void plot_per_by_length(const std::string& path, const std::vector<std::string>&
                         const std::vector<std::string>& names) {
   static const std::vector<std::string> kBins = {"1-4", "5-8", "9-12", "13+"};
   if (!names.empty() && names.size() != csv_files.size())
-    throw ValueError(fmt::format("plot_per_by_length: {} names for {} files", names.size(),
-                                 csv_files.size()));
+    throw ValueError(
+        fmt::format("plot_per_by_length: {} names for {} files", names.size(), csv_files.size()));
   std::vector<viz::Series> series;
   for (size_t k = 0; k < csv_files.size(); ++k) {
     const std::string& file = csv_files[k];

@@ -36,17 +36,18 @@ std::vector<std::vector<int64_t>> decode_batch(const G2pTransformer& model,
     const Tensor seq = nn::greedy(decoder, prompt, o.max_new, SpecialTokens::kEos);
     const auto flat = seq.contiguous().to_vector<int64_t>();
     const int64_t width = seq.size(1);
-    for (int64_t i = 0; i < b; ++i) out.push_back(phonemes_of(&flat[static_cast<size_t>(i * width)], width));
+    for (int64_t i = 0; i < b; ++i)
+      out.push_back(phonemes_of(&flat[static_cast<size_t>(i * width)], width));
     return out;
   }
   const nn::BeamResult r = nn::beam_search(
-      decoder, prompt,
-      {.width = o.beam, .max_new = o.max_new, .end_token = SpecialTokens::kEos});
+      decoder, prompt, {.width = o.beam, .max_new = o.max_new, .end_token = SpecialTokens::kEos});
   const auto flat = r.sequences.contiguous().to_vector<int64_t>();
   const auto lengths = r.lengths.contiguous().to_vector<int64_t>();
   const int64_t width = r.sequences.size(2);
   for (int64_t i = 0; i < b; ++i)  // num_return = 1: row i's best sequence
-    out.push_back(phonemes_of(&flat[static_cast<size_t>(i * width)], lengths[static_cast<size_t>(i)]));
+    out.push_back(
+        phonemes_of(&flat[static_cast<size_t>(i * width)], lengths[static_cast<size_t>(i)]));
   return out;
 }
 
@@ -92,14 +93,15 @@ G2pScores score_words(const G2pTransformer& model, const EncodedWords& words,
 }
 
 std::vector<int64_t> save_cross_attention(const G2pTransformer& model, const std::string& word,
-                                          const std::vector<int64_t>& src,
-                                          const SymbolVocab& vocab, int64_t max_new,
-                                          const std::string& out, const std::string& stem) {
+                                          const std::vector<int64_t>& src, const SymbolVocab& vocab,
+                                          int64_t max_new, const std::string& out,
+                                          const std::string& stem) {
   NoGradGuard no_grad;
   const auto s = static_cast<int64_t>(src.size());
   const Tensor tokens = from_vector(src, {1, s});
   const Tensor padding = zeros({1, s}, kBool);
-  const std::vector<int64_t> phonemes = decode_words(model, {{src}, {{}}}, {0}, {.max_new = max_new})[0];
+  const std::vector<int64_t> phonemes =
+      decode_words(model, {{src}, {{}}}, {0}, {.max_new = max_new})[0];
   // Teacher-forced on its own output, the decoder repeats the greedy steps; a hook on the last
   // layer's cross-attention keeps its query (the layer's normed input) to recompute the weights
   // per head (the layer itself asks for none: it runs the fused kernel).
@@ -111,10 +113,9 @@ std::vector<int64_t> save_cross_attention(const G2pTransformer& model, const std
   nn::MultiheadAttention& cross = *decoder.layer(decoder.num_layers() - 1)->multihead_attn();
   Tensor query;
   {
-    nn::ScopedHook hook(cross.register_forward_hook(
-        [&](const nn::Module&, const std::vector<Tensor>& in, const std::vector<Tensor>&) {
-          query = in[0];
-        }));
+    nn::ScopedHook hook(
+        cross.register_forward_hook([&](const nn::Module&, const std::vector<Tensor>& in,
+                                        const std::vector<Tensor>&) { query = in[0]; }));
     model.decode(from_vector(tgt_in, {1, t}), 0, memory, padding);
   }
   const Tensor weights =
@@ -130,14 +131,14 @@ std::vector<int64_t> save_cross_attention(const G2pTransformer& model, const std
   const std::string title = fmt::format("{} \u2192 {}", word, fmt::join(names, " "));
   auto draw = [&](const Tensor& ts, const std::string& file, const std::string& what) {
     const Tensor st = ts.transpose(0, 1).contiguous();  // letters x phonemes
-    viz::heatmap(out + "/" + file,
-                 viz::matrix_rows(st.to_vector<float>(), static_cast<size_t>(s),
-                                  static_cast<size_t>(t)),
-                 {.title = fmt::format("cross-attention ({}): {}", what, title),
-                  .xlabel = "phoneme written",
-                  .ylabel = "letter read",
-                  .row_labels = letters,
-                  .col_labels = outputs});
+    viz::heatmap(
+        out + "/" + file,
+        viz::matrix_rows(st.to_vector<float>(), static_cast<size_t>(s), static_cast<size_t>(t)),
+        {.title = fmt::format("cross-attention ({}): {}", what, title),
+         .xlabel = "phoneme written",
+         .ylabel = "letter read",
+         .row_labels = letters,
+         .col_labels = outputs});
   };
   const int64_t heads = weights.size(0);
   for (int64_t h = 0; h < heads; ++h)

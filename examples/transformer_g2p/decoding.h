@@ -17,9 +17,9 @@ struct EncodedWords {
 };
 
 struct DecodeOptions {
-  int64_t beam = 1;        // 1: greedy (nn::greedy), else nn::beam_search of this width
-  int64_t max_new = 32;    // phonemes at most, <eos> included
-  int64_t batch = 256;     // words decoded side by side
+  int64_t beam = 1;      // 1: greedy (nn::greedy), else nn::beam_search of this width
+  int64_t max_new = 32;  // phonemes at most, <eos> included
+  int64_t batch = 256;   // words decoded side by side
 };
 
 // The phonemes (without <eos>) decoded for words[idx[k]], k in order. Words of similar length
@@ -41,8 +41,8 @@ G2pScores score_words(const G2pTransformer& model, const EncodedWords& words,
 // greedy pronunciation: <out>/<stem>_head<h>.png for each head and <stem>_mean.png, letters
 // (rows) x phonemes (columns). Returns the pronunciation's phoneme ids.
 std::vector<int64_t> save_cross_attention(const G2pTransformer& model, const std::string& word,
-                                          const std::vector<int64_t>& src,
-                                          const SymbolVocab& vocab, int64_t max_new,
-                                          const std::string& out, const std::string& stem);
+                                          const std::vector<int64_t>& src, const SymbolVocab& vocab,
+                                          int64_t max_new, const std::string& out,
+                                          const std::string& stem);
 
 }  // namespace nabla::examples::g2p

@@ -95,10 +95,12 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
     c.model.ffn = std::min<int64_t>(c.model.ffn, 64);
   }
   if (c.model.d_model <= 0 || c.model.heads <= 0 || c.model.d_model % c.model.heads != 0)
-    throw ValueError(fmt::format("transformer_g2p: --d-model {} must be a positive multiple of "
-                                 "--heads {}",
-                                 c.model.d_model, c.model.heads));
-  if (c.beam < 1) throw ValueError(fmt::format("transformer_g2p: --beam must be >= 1, got {}", c.beam));
+    throw ValueError(
+        fmt::format("transformer_g2p: --d-model {} must be a positive multiple of "
+                    "--heads {}",
+                    c.model.d_model, c.model.heads));
+  if (c.beam < 1)
+    throw ValueError(fmt::format("transformer_g2p: --beam must be >= 1, got {}", c.beam));
   if (c.cmu_dir.empty()) c.cmu_dir = examples::default_cmu_dir();
   return std::nullopt;
 }
@@ -187,8 +189,8 @@ int run(int argc, char** argv) {
   // --- data ---------------------------------------------------------------------------------
   const G2pData d = load_data(c);
   fmt::print("transformer_g2p: {} train / {} test words, {} letter / {} phoneme symbols, {}\n",
-             d.pairs.train.size(), d.pairs.test.size(), d.letters.vocab_size(),
-             d.phonemes.size(), runtime_info());
+             d.pairs.train.size(), d.pairs.test.size(), d.letters.vocab_size(), d.phonemes.size(),
+             runtime_info());
   std::vector<size_t> src_lengths;
   for (const auto& s : d.train.src) src_lengths.push_back(s.size());
   const auto buckets = examples::length_buckets(src_lengths, c.batch_size, c.seed);
@@ -209,10 +211,11 @@ int run(int argc, char** argv) {
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   const int64_t total_steps = steps_per_epoch * c.epochs;
   auto sched = examples::warmup_cosine(opt, c.lr, c.warmup_steps, total_steps);
-  fmt::print("model: d_model {}, {} heads, {}+{} layers, ffn {}: {} parameters; {} steps ({} per "
-             "epoch)\n",
-             c.model.d_model, c.model.heads, c.model.encoder_layers, c.model.decoder_layers,
-             c.model.ffn, model.num_parameters(), total_steps, steps_per_epoch);
+  fmt::print(
+      "model: d_model {}, {} heads, {}+{} layers, ffn {}: {} parameters; {} steps ({} per "
+      "epoch)\n",
+      c.model.d_model, c.model.heads, c.model.encoder_layers, c.model.decoder_layers, c.model.ffn,
+      model.num_parameters(), total_steps, steps_per_epoch);
   if (c.resume) check_checkpoint_config(c.out + "/checkpoint.safetensors", model);
 
   // --- training -------------------------------------------------------------------------------
@@ -234,9 +237,9 @@ int run(int argc, char** argv) {
   model.train();
   while (auto batch = training.next_batch(loader)) {
     Tensor logits = model.forward(batch->src.tokens, batch->src.key_padding_mask, batch->tgt_in);
-    Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), batch->tgt_out.reshape({-1}),
-                                {.ignore_index = SpecialTokens::kPad,
-                                 .label_smoothing = c.label_smoothing});
+    Tensor loss =
+        cross_entropy(logits.reshape({-1, logits.size(-1)}), batch->tgt_out.reshape({-1}),
+                      {.ignore_index = SpecialTokens::kPad, .label_smoothing = c.label_smoothing});
     opt.zero_grad();
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
@@ -275,8 +278,8 @@ int run(int argc, char** argv) {
   for (size_t k = 0; k < 3 && k < d.test.src.size(); ++k) {
     const size_t i = (2 * k + 1) * d.test.src.size() / 6;
     const auto phonemes =
-        save_cross_attention(model, d.pairs.test[i].src, d.test.src[i], d.phonemes,
-                             greedy.max_new, c.out, fmt::format("cross_attention_{}", k));
+        save_cross_attention(model, d.pairs.test[i].src, d.test.src[i], d.phonemes, greedy.max_new,
+                             c.out, fmt::format("cross_attention_{}", k));
     std::vector<std::string> names;
     for (int64_t p : phonemes) names.push_back(d.phonemes.name(p));
     fmt::print("  \"{}\" -> \"{}\" (reference \"{}\")\n", d.pairs.test[i].src,

@@ -33,31 +33,29 @@ std::string describe(const std::vector<int64_t>& s) {
 }  // namespace
 
 G2pTransformer::G2pTransformer(const ModelConfig& c) : Module("G2pTransformer"), config_(c) {
-  src_embed_ = register_module("src_embed",
-                               std::make_shared<nn::Embedding>(c.src_vocab, c.d_model,
-                                                               SpecialTokens::kPad));
-  tgt_embed_ = register_module("tgt_embed",
-                               std::make_shared<nn::Embedding>(c.tgt_vocab, c.d_model,
-                                                               SpecialTokens::kPad));
+  src_embed_ = register_module(
+      "src_embed", std::make_shared<nn::Embedding>(c.src_vocab, c.d_model, SpecialTokens::kPad));
+  tgt_embed_ = register_module(
+      "tgt_embed", std::make_shared<nn::Embedding>(c.tgt_vocab, c.d_model, SpecialTokens::kPad));
   init_embedding(*src_embed_, c.d_model);
   init_embedding(*tgt_embed_, c.d_model);
   embed_dropout_ = register_module("embed_dropout", std::make_shared<nn::Dropout>(c.dropout));
-  transformer_ = register_module(
-      "transformer", std::make_shared<nn::Transformer>(nn::TransformerOptions{
-                         .d_model = c.d_model,
-                         .nhead = c.heads,
-                         .num_encoder_layers = c.encoder_layers,
-                         .num_decoder_layers = c.decoder_layers,
-                         .dim_feedforward = c.ffn,
-                         .dropout = c.dropout,
-                         .batch_first = true,
-                         .norm_first = true}));
+  transformer_ =
+      register_module("transformer", std::make_shared<nn::Transformer>(nn::TransformerOptions{
+                                         .d_model = c.d_model,
+                                         .nhead = c.heads,
+                                         .num_encoder_layers = c.encoder_layers,
+                                         .num_decoder_layers = c.decoder_layers,
+                                         .dim_feedforward = c.ffn,
+                                         .dropout = c.dropout,
+                                         .batch_first = true,
+                                         .norm_first = true}));
   generator_ = register_module("generator", std::make_shared<nn::Linear>(c.d_model, c.tgt_vocab));
   // Fixed sinusoidal positions rather than a learned table: no parameters, and the rare long
   // words (13+ letters, about 3% of the data) get positions as good as the common short ones,
   // where a learned table would have trained its last rows on few examples.
-  positions_ =
-      register_buffer("positions", nn::sinusoidal_table(c.max_len, c.d_model), /*persistent=*/false);
+  positions_ = register_buffer("positions", nn::sinusoidal_table(c.max_len, c.d_model),
+                               /*persistent=*/false);
   const auto sig = signature();
   register_buffer("config", from_vector(sig, {static_cast<int64_t>(sig.size())}));
 }
