@@ -204,6 +204,15 @@ void save_attention(nn::EncoderDecoder& model, const Seq2SeqData& d, bool g2p,
   }
 }
 
+// PER by source length, the bins of transformer_g2p (examples/common/g2p_data.h): printed, and
+// <out>/per_by_length.csv and .png.
+void report_by_length(const Scores& scores, const std::string& out) {
+  fmt::print("PER by source length:\n");
+  scores.detail.print_by_length();
+  scores.detail.write_length_csv(out + "/per_by_length.csv", "seq2seq_attention");
+  examples::plot_per_by_length(out + "/per_by_length.png", {out + "/per_by_length.csv"});
+}
+
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
@@ -282,12 +291,7 @@ int run(int argc, char** argv) {
   // --- report ---------------------------------------------------------------------------------
   const Scores final_scores = evaluate(model, d, 0);
   save_attention(model, d, g2p, c.out);
-  if (g2p) {  // the same bins as transformer_g2p (examples/common/g2p_data.h)
-    fmt::print("PER by source length:\n");
-    final_scores.detail.print_by_length();
-    final_scores.detail.write_length_csv(c.out + "/per_by_length.csv", "seq2seq_attention");
-    examples::plot_per_by_length(c.out + "/per_by_length.png", {c.out + "/per_by_length.csv"});
-  }
+  if (g2p) report_by_length(final_scores, c.out);
   training.losses().plot(c.out + "/loss.png", "seq2seq_attention: training loss",
                          "cross-entropy per token");
   fmt::print(

@@ -179,6 +179,60 @@ void plot_epoch_scores(const std::string& out) {
                  {.title = "transformer_g2p: test scores per epoch", .xlabel = "step"});
 }
 
+// This process's training time (with the per-epoch evaluations), the evaluations' share, the
+// epochs it ran and the tokens it trained on.
+struct Timing {
+  double train_s = 0, eval_s = 0, epochs = 0;
+  int64_t tokens = 0;
+};
+
+// The whole test set decoded greedily and with beam search, PER by length, the cross-attention
+// maps, the curves and the RESULT line.
+void report(G2pTransformer& model, const G2pData& d, const Config& c,
+            const examples::TrainingRun& training, const Timing& t) {
+  const DecodeOptions greedy{.beam = 1, .max_new = d.max_tgt + 5};
+  model.eval();
+  std::vector<size_t> all(d.test.src.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  const G2pScores g = score_words(model, d.test, all, greedy);
+  DecodeOptions beam = greedy;
+  beam.beam = c.beam;
+  beam.batch = std::max<int64_t>(1, greedy.batch / c.beam);
+  const G2pScores b = score_words(model, d.test, all, beam);
+  fmt::print("PER by source length (greedy):\n");
+  g.print_by_length();
+  fmt::print("PER by source length (beam {}):\n", c.beam);
+  b.print_by_length();
+  g.write_length_csv(c.out + "/per_by_length.csv", c.label);
+  examples::plot_per_by_length(c.out + "/per_by_length.png", {c.out + "/per_by_length.csv"});
+  for (size_t k = 0; k < 3 && k < d.test.src.size(); ++k) {
+    const size_t i = (2 * k + 1) * d.test.src.size() / 6;
+    const auto phonemes =
+        save_cross_attention(model, d.pairs.test[i].src, d.test.src[i], d.phonemes, greedy.max_new,
+                             c.out, fmt::format("cross_attention_{}", k));
+    std::vector<std::string> names;
+    for (int64_t p : phonemes) names.push_back(d.phonemes.name(p));
+    fmt::print("  \"{}\" -> \"{}\" (reference \"{}\")\n", d.pairs.test[i].src,
+               fmt::join(names, " "), fmt::join(d.pairs.test[i].tgt, " "));
+  }
+  training.losses().plot(c.out + "/loss.png", "transformer_g2p: training loss",
+                         "cross-entropy per token (label-smoothed)");
+  plot_epoch_scores(c.out);
+  const double tokens_per_s = static_cast<double>(t.tokens) / std::max(1e-9, t.train_s - t.eval_s);
+  fmt::print(
+      "{} parameters; {:.1f} s per epoch ({:.0f} training tokens/s, source + target); test PER "
+      "{:.4f}, word accuracy {:.4f} (greedy); beam {}: PER {:.4f}, word accuracy {:.4f}; wrote "
+      "{}/metrics.csv, per_by_length.csv and (.png, .svg) loss, per, per_by_length, "
+      "cross_attention_*\n",
+      model.num_parameters(), t.train_s / std::max(1e-9, t.epochs), tokens_per_s, g.per(),
+      g.word_accuracy(), c.beam, b.per(), b.word_accuracy(), c.out);
+  fmt::print(
+      "RESULT example=transformer_g2p per={:.4f} word_accuracy={:.4f} beam_per={:.4f} "
+      "beam_word_accuracy={:.4f} steps={} params={} tokens_per_s={:.0f} train_s={:.1f}\n",
+      g.per(), g.word_accuracy(), b.per(), b.word_accuracy(), training.step(),
+      model.num_parameters(), tokens_per_s, t.train_s);
+}
+
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
@@ -261,47 +315,8 @@ int run(int argc, char** argv) {
       static_cast<double>(training.step() - first_step) / static_cast<double>(steps_per_epoch);
 
   // --- report ---------------------------------------------------------------------------------
-  model.eval();
-  std::vector<size_t> all(d.test.src.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  const G2pScores g = score_words(model, d.test, all, greedy);
-  DecodeOptions beam = greedy;
-  beam.beam = c.beam;
-  beam.batch = std::max<int64_t>(1, greedy.batch / c.beam);
-  const G2pScores b = score_words(model, d.test, all, beam);
-  fmt::print("PER by source length (greedy):\n");
-  g.print_by_length();
-  fmt::print("PER by source length (beam {}):\n", c.beam);
-  b.print_by_length();
-  g.write_length_csv(c.out + "/per_by_length.csv", c.label);
-  examples::plot_per_by_length(c.out + "/per_by_length.png", {c.out + "/per_by_length.csv"});
-  for (size_t k = 0; k < 3 && k < d.test.src.size(); ++k) {
-    const size_t i = (2 * k + 1) * d.test.src.size() / 6;
-    const auto phonemes =
-        save_cross_attention(model, d.pairs.test[i].src, d.test.src[i], d.phonemes, greedy.max_new,
-                             c.out, fmt::format("cross_attention_{}", k));
-    std::vector<std::string> names;
-    for (int64_t p : phonemes) names.push_back(d.phonemes.name(p));
-    fmt::print("  \"{}\" -> \"{}\" (reference \"{}\")\n", d.pairs.test[i].src,
-               fmt::join(names, " "), fmt::join(d.pairs.test[i].tgt, " "));
-  }
-  training.losses().plot(c.out + "/loss.png", "transformer_g2p: training loss",
-                         "cross-entropy per token (label-smoothed)");
-  plot_epoch_scores(c.out);
-  const double loop_s = std::max(1e-9, train_s - eval_s);
-  fmt::print(
-      "{} parameters; {:.1f} s per epoch ({:.0f} training tokens/s, source + target); test PER "
-      "{:.4f}, word accuracy {:.4f} (greedy); beam {}: PER {:.4f}, word accuracy {:.4f}; wrote "
-      "{}/metrics.csv, per_by_length.csv and (.png, .svg) loss, per, per_by_length, "
-      "cross_attention_*\n",
-      model.num_parameters(), train_s / std::max(1e-9, epochs_here),
-      static_cast<double>(tokens) / loop_s, g.per(), g.word_accuracy(), c.beam, b.per(),
-      b.word_accuracy(), c.out);
-  fmt::print(
-      "RESULT example=transformer_g2p per={:.4f} word_accuracy={:.4f} beam_per={:.4f} "
-      "beam_word_accuracy={:.4f} steps={} params={} tokens_per_s={:.0f} train_s={:.1f}\n",
-      g.per(), g.word_accuracy(), b.per(), b.word_accuracy(), training.step(),
-      model.num_parameters(), static_cast<double>(tokens) / loop_s, train_s);
+  report(model, d, c, training,
+         {.train_s = train_s, .eval_s = eval_s, .epochs = epochs_here, .tokens = tokens});
   return 0;
 }
 
