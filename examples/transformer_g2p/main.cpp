@@ -43,7 +43,7 @@ struct Config {
   std::string cmu_dir;  // empty: festlex-cmu's install path, else where get-cmudict.sh unpacks
   ModelConfig model;
   double label_smoothing = 0.1;
-  int epochs = 12;
+  int epochs = 8;
   int64_t batch_size = 128;
   int64_t train_size = 0, test_size = 0;  // 0: all
   int64_t eval_size = 1000;               // test words decoded (greedy) after every epoch
