@@ -86,4 +86,8 @@ void pool_deallocate(void* ptr, size_t bytes) noexcept {
 
 size_t pooled_bytes() { return pool_of_thread ? pool_of_thread->pooled_bytes : 0; }
 
+void release_pooled() noexcept {
+  if (pool_of_thread) pool_of_thread->release();
+}
+
 }  // namespace nabla::detail

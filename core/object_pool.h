@@ -18,6 +18,9 @@ void* pool_allocate(size_t bytes);
 void pool_deallocate(void* p, size_t bytes) noexcept;
 // Bytes of blocks waiting in the calling thread's lists (for tests).
 size_t pooled_bytes();
+// Gives the calling thread's waiting blocks back to the system (a test that needs an empty pool,
+// or a thread done with a large graph).
+void release_pooled() noexcept;
 
 // For std::allocate_shared: the object and its reference counts in one pooled block.
 template <class T>
