@@ -190,6 +190,7 @@ nn::EncoderDecoder::Decoded decode(nn::EncoderDecoder& model, const Seq2SeqData&
 
 struct Scores {
   double word_accuracy = 0, per = 0;  // exact matches; phoneme (symbol) error rate
+  examples::G2pScores detail;         // the same, and by source length
 };
 
 // On `limit` test pairs spread evenly over the test set (0: all of it). Not the first ones: the
@@ -199,15 +200,10 @@ Scores evaluate(nn::EncoderDecoder& model, const Seq2SeqData& d, int64_t limit) 
   const size_t total = d.test.src.size();
   const size_t stride =
       limit > 0 ? std::max<size_t>(1, total / static_cast<size_t>(limit)) : size_t{1};
-  int64_t n = 0, correct = 0, edits = 0, ref = 0;
-  for (size_t i = 0; i < total && (limit <= 0 || n < limit); i += stride, ++n) {
-    const auto out = decode(model, d, i);
-    correct += out.tokens == d.test.tgt[i];
-    edits += edit_distance(out.tokens, d.test.tgt[i]);
-    ref += static_cast<int64_t>(d.test.tgt[i].size());
-  }
-  return Scores{static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, n)),
-                static_cast<double>(edits) / static_cast<double>(std::max<int64_t>(1, ref))};
+  examples::G2pScores s;
+  for (size_t i = 0; i < total && (limit <= 0 || s.total().words < limit); i += stride)
+    s.add(d.test.src[i].size() - 1, decode(model, d, i).tokens, d.test.tgt[i]);  // - 1: <eos>
+  return Scores{s.word_accuracy(), s.per(), s};
 }
 
 // Three test pairs decoded, printed and their attention (decoder steps x source characters)
@@ -240,6 +236,15 @@ void save_attention(nn::EncoderDecoder& model, const Seq2SeqData& d, bool g2p,
          .row_labels = row_labels,
          .col_labels = col_labels});
   }
+}
+
+// PER by source length, the bins of transformer_g2p (examples/common/g2p_data.h): printed, and
+// <out>/per_by_length.csv and .png.
+void report_by_length(const Scores& scores, const std::string& out) {
+  fmt::print("PER by source length:\n");
+  scores.detail.print_by_length();
+  scores.detail.write_length_csv(out + "/per_by_length.csv", "seq2seq_attention");
+  examples::plot_per_by_length(out + "/per_by_length.png", {out + "/per_by_length.csv"});
 }
 
 int run(int argc, char** argv) {
@@ -321,6 +326,7 @@ int run(int argc, char** argv) {
   // --- report ---------------------------------------------------------------------------------
   const Scores final_scores = evaluate(model, d, 0);
   save_attention(model, d, g2p, c.out);
+  if (g2p) report_by_length(final_scores, c.out);
   training.losses().plot(c.out + "/loss.png", "seq2seq_attention: training loss",
                          "cross-entropy per token");
   fmt::print(
