@@ -9,14 +9,16 @@ project=${NABLA_PROJECT:-examples/user_project} program=${NABLA_PROGRAM:-my_mode
 shift 2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
+# Each step's output goes to a log that is printed when the step fails: Ninja reports compile
+# and link errors on stdout, so discarding stdout would hide them.
+quiet() { "$@" >"$work/log" 2>&1 || { cat "$work/log"; echo "failed: $*" >&2; exit 1; }; }
+quiet cmake --install "$build" --prefix "$work/prefix"
 # Every header under <prefix>/include/nabla/: nothing generic (core/, data/) on a user's path.
 top=$(ls "$work/prefix/include")
 if [[ $top != nabla ]]; then
   echo "install: <prefix>/include holds '$top', expected only nabla/" >&2
   exit 1
 fi
-cmake -S "$src/$project" -B "$work/build" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$work/prefix" "$@" >/dev/null
-cmake --build "$work/build" >/dev/null
-"$work/build/$program"
+quiet cmake -S "$src/$project" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" "$@"
+quiet cmake --build "$work/build"
+"$work/build/$program" || { rc=$?; echo "$program exited with status $rc" >&2; exit "$rc"; }
