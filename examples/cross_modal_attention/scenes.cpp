@@ -28,22 +28,26 @@ enum Word : int64_t {
 };
 constexpr int64_t kFirstClassWord = 11;
 
-// SplitMix64 (Steele, Lea and Flood 2014, "Fast splittable pseudorandom number generators"):
-// a counter-based stream, so scene i needs no state from scenes before it.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+// SplitMix64 (Steele, Lea and Flood 2014, "Fast splittable pseudorandom number generators"): a
+// Weyl sequence through a bit mixer. Counter-based, so scene i needs no state from scenes before
+// it.
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
+
+uint64_t finalize(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
 }
+
+uint64_t mix(uint64_t x) { return finalize(x + kGamma); }
 
 class Draws {
  public:
   explicit Draws(uint64_t state) : state_(state) {}
   // Uniform in [0, n); the modulo bias is below 2^-50 for these n.
   int64_t below(int64_t n) {
-    state_ = mix(state_);
-    return static_cast<int64_t>(state_ % static_cast<uint64_t>(n));
+    state_ += kGamma;
+    return static_cast<int64_t>(finalize(state_) % static_cast<uint64_t>(n));
   }
 
  private:
