@@ -14,10 +14,9 @@ namespace {
 // Scenes, predictions and attention maps of `indices`, in eval mode without a graph.
 struct Answered {
   SceneBatch batch;
-  std::vector<int64_t> predicted;    // (B * Q)
-  std::vector<float> maps;           // (B * Q, S)
-  std::vector<float> probabilities;  // (B * Q, kAnswers)
-  double loss_sum = 0;               // cross-entropy summed over the questions
+  std::vector<int64_t> predicted;  // (B * Q)
+  std::vector<float> maps;         // (B * Q, S)
+  double loss_sum = 0;             // cross-entropy summed over the questions
 };
 
 Answered answer(CrossModalModel& model, const SceneGenerator& gen,
@@ -25,14 +24,13 @@ Answered answer(CrossModalModel& model, const SceneGenerator& gen,
   NoGradGuard no_grad;
   model.eval();
   model.set_store_attention(true);
-  Answered a{make_batch(gen, indices), {}, {}, {}, 0};
+  Answered a{make_batch(gen, indices), {}, {}, 0};
   const Tensor logits = model(a.batch.images, a.batch.questions);
   a.loss_sum = cross_entropy(logits.reshape({-1, kAnswers}), a.batch.answers.reshape({-1}),
                              {.label_smoothing = label_smoothing, .reduction = Reduction::Sum})
                    .item();
   a.predicted = argmax(logits, -1).reshape({-1}).to_vector<int64_t>();
   a.maps = model.patch_attention().contiguous().to_vector<float>();
-  a.probabilities = softmax(logits, -1).contiguous().to_vector<float>();
   model.set_store_attention(false);
   model.train();
   return a;
