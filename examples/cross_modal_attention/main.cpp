@@ -45,7 +45,12 @@ struct Config {
   std::string data_dir = data::kFashionMnistDir;
   std::string direction = "text2image";
   ModelConfig model;
-  int epochs = 8;
+  // Sized by FLOPs (timing is not possible on a shared machine): a training step of 64 scenes
+  // costs ~4.6 GFLOP (forward ~24 MFLOP per scene, 4 image layers over 64 patches dominating;
+  // backward twice that), so an epoch of 938 steps is ~4.3 TFLOP: ~46 s at the ~94 GFLOP/s that
+  // vit_fashion_mnist's default run reaches on 2 quiet cores, 10 epochs ~8 minutes (12 at
+  // 60 GFLOP/s), under the 15-minute budget of issue 21.
+  int epochs = 10;
   // Scenes per epoch (each with a "where" and a "what" question); the test set is fixed.
   int64_t train_scenes = 60000, test_scenes = 10000, eval_scenes = 2000;
   int64_t batch_size = 64;  // scenes per step
