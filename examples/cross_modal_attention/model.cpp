@@ -108,8 +108,12 @@ CrossModalModel::CrossModalModel(const ModelConfig& c) : Module("CrossModalModel
   }
   head_norm_ = register_module("head_norm", std::make_shared<nn::LayerNorm>(c.dim));
   head_ = register_module("head", std::make_shared<nn::Linear>(c.dim, kAnswers));
-  // ViT's and GPT-2's initialisation: positions and word vectors N(0, 0.02^2), padding row zero.
-  nn::init::trunc_normal_(image_pos_, 0.0, 0.02);
+  // The patch positions start at the scale of the patch embeddings (~0.5), not ViT's 0.02: the
+  // answers depend on where things are, and with positions 30x weaker than the content a small
+  // model sat at chance on "where" for 3000 steps (64k scenes), where with 0.5 it reached 0.55
+  // by step 2000 (measured, --dim 32, 2 image layers). Word vectors and the question's positions
+  // as GPT-2's, N(0, 0.02^2), the padding row zero.
+  nn::init::trunc_normal_(image_pos_, 0.0, 0.5, -1.0, 1.0);
   nn::init::trunc_normal_(text_pos_, 0.0, 0.02);
   {
     NoGradGuard no_grad;
