@@ -60,27 +60,31 @@ class CheckpointScope {
   std::unique_ptr<CheckpointRecording> recording_;
 };
 
+// The recompute: fn(in[0], in[1], ...).
+template <class F, size_t... I>
+void call_with(F& fn, const std::vector<Tensor>& in, std::index_sequence<I...>) {
+  (void)std::invoke(fn, in[I]...);
+}
+
 }  // namespace detail
 
 // fn(inputs...) with its activations recomputed in backward (see the top of this file). fn takes
 // the tensors and may return anything (a Tensor, a std::vector<Tensor>, a struct of tensors).
 template <class F, class... Inputs>
-requires((std::is_same_v<Inputs, Tensor> && ...) &&
-         std::is_invocable_v<F&, const Inputs&...>) auto checkpoint(F&& fn,
-                                                                    const Inputs&... inputs) {
+auto checkpoint(F&& fn, const Inputs&... inputs) {
+  static_assert((std::is_same_v<Inputs, Tensor> && ...),
+                "checkpoint(fn, inputs...): the inputs are Tensors; capture other values in fn");
   if (!GradMode::enabled()) return std::invoke(fn, inputs...);
   auto kept = std::make_shared<std::decay_t<F>>(fn);  // a copy: the caller's fn may be a temporary
   detail::CheckpointScope scope({inputs...}, [kept](const std::vector<Tensor>& in) {
-    [&]<size_t... I>(std::index_sequence<I...>) { (void)std::invoke(*kept, in[I]...); }
-    (std::index_sequence_for<Inputs...>{});
+    detail::call_with(*kept, in, std::index_sequence_for<Inputs...>{});
   });
   return std::invoke(fn, inputs...);
 }
 
 // The same for a list of inputs: fn(const std::vector<Tensor>&).
 template <class F>
-requires std::is_invocable_v < F&, const std::vector<Tensor>
-& > auto checkpoint(F&& fn, const std::vector<Tensor>& inputs) {
+auto checkpoint(F&& fn, const std::vector<Tensor>& inputs) {
   if (!GradMode::enabled()) return std::invoke(fn, inputs);
   auto kept = std::make_shared<std::decay_t<F>>(fn);
   detail::CheckpointScope scope(

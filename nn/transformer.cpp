@@ -191,7 +191,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const EncoderForwardOption
 Tensor TransformerEncoder::run_layer(size_t i, const Tensor& x,
                                      const EncoderForwardOptions& o) const {
   std::shared_ptr<TransformerEncoderLayer> l = layer(i);
-  if (!checkpoint_layers_ || !is_training()) return (*l)(x, o);
+  if (!checkpoint_layers_ || !is_training() || i + 1 == layers_->size()) return (*l)(x, o);
   // By value: the recompute in backward runs after this forward has returned.
   return checkpoint([l, o](const Tensor& in) { return (*l)(in, o); }, x);
 }

@@ -169,9 +169,11 @@ class TransformerEncoder : public Module {
   }
   const std::shared_ptr<LayerNorm>& norm() const { return norm_; }  // null without final norm
 
-  // When on, each layer's forward in training mode (with grad, without a cache) runs through
+  // When on, in training mode (with grad, without a cache) every layer but the last runs through
   // nabla::checkpoint (core/grad_checkpoint.h): its activations are recomputed in backward instead
-  // of kept, for about one more forward of compute; the gradients are bitwise the same.
+  // of kept, for about one more forward of compute; the gradients are bitwise the same. The last
+  // layer's activations are the first the backward needs, so recomputing them would cost time and
+  // lower no peak (torch.utils.checkpoint_sequential leaves its last segment alike).
   void set_checkpoint_layers(bool on) { checkpoint_layers_ = on; }
   bool checkpoint_layers() const { return checkpoint_layers_; }
 

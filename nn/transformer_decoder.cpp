@@ -130,7 +130,8 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory,
   } else {
     for (size_t i = 0; i < layers_->size(); ++i) {
       std::shared_ptr<TransformerDecoderLayer> l = layer(i);
-      if (checkpoint_layers_ && is_training()) {  // o by value: backward recomputes the layer
+      if (checkpoint_layers_ && is_training() && i + 1 < layers_->size()) {
+        // o by value: the backward recomputes the layer after this forward returned.
         x = checkpoint([l, o](const Tensor& t, const Tensor& m) { return (*l)(t, m, o); }, x,
                        memory);
       } else {

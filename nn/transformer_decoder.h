@@ -99,7 +99,7 @@ class TransformerDecoder : public Module {
   }
   const std::shared_ptr<LayerNorm>& norm() const { return norm_; }  // null without final norm
 
-  // As TransformerEncoder's: each layer's training forward runs through nabla::checkpoint.
+  // As TransformerEncoder's: every layer but the last runs through nabla::checkpoint in training.
   void set_checkpoint_layers(bool on) { checkpoint_layers_ = on; }
   bool checkpoint_layers() const { return checkpoint_layers_; }
 
