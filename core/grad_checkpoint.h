@@ -62,7 +62,7 @@ class CheckpointScope {
 
 // The recompute: fn(in[0], in[1], ...).
 template <class F, size_t... I>
-void call_with(F& fn, const std::vector<Tensor>& in, std::index_sequence<I...>) {
+void call_with(F& fn, [[maybe_unused]] const std::vector<Tensor>& in, std::index_sequence<I...>) {
   (void)std::invoke(fn, in[I]...);
 }
 
