@@ -100,7 +100,7 @@ void SavedTensor::save(const Tensor& t, bool is_output) {
   if (!t.defined()) return;
   if (SavedTensorHooks* hooks = current_saved_tensor_hooks()) {  // checkpointing
     packed_ = hooks->pack(*owner_, t, is_output);
-    return;
+    if (packed_) return;  // null: saved as usual
   }
   version_ = t.storage()->version();
   is_output_ = is_output;

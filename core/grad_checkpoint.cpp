@@ -178,6 +178,7 @@ class CheckpointFrame {
   std::vector<Tensor> recomputed;     // by save index, each dropped when its slot is released
   std::vector<bool> released;         // slots released (before or after the recompute)
   bool recomputed_all = false;
+  bool with_history = false;  // recomputed under create_graph: the tensors keep their history
 
   Tensor unpack(size_t i);
   void release(size_t i) {
@@ -186,7 +187,7 @@ class CheckpointFrame {
   }
 
  private:
-  void recompute();
+  void recompute(bool history);
 };
 
 namespace {
@@ -218,10 +219,11 @@ class RecordSaves final : public SavedTensorHooks {
   std::shared_ptr<CheckpointFrame> frame_;
 };
 
-// Recompute: checks each saved tensor against the forward's and keeps its data in the frame.
+// Recompute: checks each saved tensor against the forward's and keeps it in the frame (its data
+// only, unless the recompute is for create_graph); the recompute's own graph saves as usual.
 class CollectSaves final : public SavedTensorHooks {
  public:
-  explicit CollectSaves(CheckpointFrame& frame) : frame_(frame) {}
+  CollectSaves(CheckpointFrame& frame, bool history) : frame_(frame), history_(history) {}
   std::shared_ptr<PackedTensor> pack(const Node& owner, const Tensor& t, bool) override {
     const size_t i = count++;
     if (i >= frame_.saves.size()) return nullptr;  // reported after the recompute
@@ -241,41 +243,40 @@ class CollectSaves final : public SavedTensorHooks {
           "function) has version {} in the recompute but {} in the forward: an input, parameter "
           "or captured tensor was modified in place between forward and backward",
           shape_str(t.shape()), owner.name(), i, version, f.version));
-    if (!frame_.released[i]) frame_.recomputed[i] = data_only(t);
+    if (!frame_.released[i]) frame_.recomputed[i] = history_ ? t : data_only(t);
     return nullptr;
   }
   size_t count = 0;
 
  private:
   CheckpointFrame& frame_;
+  bool history_;
 };
 
 }  // namespace
 
 Tensor CheckpointFrame::unpack(size_t i) {
-  if (GradMode::enabled())
-    throw AutogradError(
-        "checkpoint: double backward (create_graph=true) through a checkpointed function is not "
-        "supported: its saved tensors are recomputed without history; compute higher-order "
-        "gradients without checkpoint");
-  if (!recomputed_all) recompute();
+  // Under create_graph (grad mode on in backward) the formulas differentiate through what they
+  // read: the recompute then runs on the inputs themselves and keeps each tensor's history.
+  const bool history = GradMode::enabled();
+  if (!recomputed_all || (history && !with_history)) recompute(history);
   return recomputed[i];
 }
 
-void CheckpointFrame::recompute() {
-  // The inputs first, outside grad mode: under a nested checkpoint they are an enclosing one's
-  // saved tensors and recomputed by it.
+void CheckpointFrame::recompute(bool history) {
+  // The inputs first, outside this recompute's hooks: under a nested checkpoint they are an
+  // enclosing one's saved tensors, recomputed by it.
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < holder->inputs.size(); ++i) {
     Tensor t = holder->inputs[i]->get();  // an AutogradError if modified in place since
-    if (t.defined()) {
+    if (t.defined() && !history) {        // detached: the recompute's graph ends at them
       t = data_only(t);
       if (input_requires_grad[i]) t.requires_grad_();
     }
     inputs.push_back(std::move(t));
   }
   recomputed.assign(saves.size(), Tensor());
-  CollectSaves collect(*this);
+  CollectSaves collect(*this, history);
   {
     SavedTensorHooksGuard hooks(&collect);
     EnableGradGuard grad_on;
@@ -290,6 +291,7 @@ void CheckpointFrame::recompute() {
         "switch or other change of state between forward and backward)",
         collect.count, saves.size()));
   recomputed_all = true;
+  with_history = history;
 }
 
 // --- the forward -------------------------------------------------------------------------------

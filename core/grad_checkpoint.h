@@ -23,8 +23,9 @@
 //   - Under NoGradGuard checkpoint just calls fn. Module hooks inside fn run again in the
 //     recompute, as in PyTorch.
 //   - Nested checkpoints work: the inner one's inputs are recomputed by the outer one.
-//   - Double backward (create_graph) through a checkpointed function is refused with an
-//     AutogradError: the recomputed tensors have no history.
+//   - Double backward works: under create_graph the recompute runs on the inputs themselves and
+//     the tensors it hands out keep their history (and that recomputed graph lives as long as
+//     the checkpointed one).
 //   - Generators must outlive the backward (the default one, a module's); one that fn creates
 //     replays by itself (same seed) and is not tracked.
 #pragma once

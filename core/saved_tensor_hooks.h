@@ -24,7 +24,7 @@ class SavedTensorHooks {
  public:
   virtual ~SavedTensorHooks() = default;
   // `t` (defined) is being saved by `owner`; is_output: t is the owner's own output. A null
-  // result keeps nothing: get() then returns an undefined tensor.
+  // result: t is saved as usual.
   virtual std::shared_ptr<PackedTensor> pack(const Node& owner, const Tensor& t,
                                              bool is_output) = 0;
 };
