@@ -146,7 +146,7 @@ TEST_CASE("checkpoint: nested checkpoints, a list of inputs, gradients bitwise",
     auto outer = [inner, checkpointed](const std::vector<Tensor>& in) {
       Tensor h = dropout(tanh(in[0]), 0.3);
       h = checkpointed ? checkpoint(inner, h) : inner(h);
-      return sum(mul(h, in[1]));
+      return sum(matmul(h, in[1]));
     };
     Tensor s = checkpointed ? checkpoint(outer, std::vector<Tensor>{x, w}) : outer({x, w});
     s.backward();
