@@ -10,6 +10,7 @@
 
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
+#include "nabla/ops/indexing.h"
 #include "nabla/ops/reduce_dim.h"
 #include "nabla/ops/shape.h"
 #include "nabla/ops/unary.h"
@@ -317,6 +318,37 @@ EncoderDecoder::Decoded EncoderDecoder::greedy_decode(const Tensor& src, int64_t
                            ? zeros({0, src.size(0)}, encoder_->embedding().weight().dtype())
                            : cat(rows, 0);
   return result;
+}
+
+// ----------------------------------------------------------------------------
+// Seq2SeqNextToken
+
+Seq2SeqNextToken::Seq2SeqNextToken(EncoderDecoder& model, const Tensor& src,
+                                   const Tensor& src_valid_lens)
+    : decoder_(model.decoder()) {
+  NoGradGuard no_grad;
+  encoded_ = decoder_.init_state(model.encoder()(src), src_valid_lens);
+  state_ = encoded_;
+}
+
+Tensor Seq2SeqNextToken::logits(const Tensor& new_tokens) {
+  Tensor out = decoder_(new_tokens, state_);  // (B, n, V); checks the tokens and the batch
+  if (out.size(1) == 0)
+    throw ShapeError(fmt::format("Seq2SeqNextToken: new tokens must be (B, n) with n >= 1, got {}",
+                                 shape_str(new_tokens.shape())));
+  return out.select(1, out.size(1) - 1);
+}
+
+void Seq2SeqNextToken::reorder(const Tensor& batch_index) {
+  // Batch-first parts along dim 0; the RNN states are (layers, B, H).
+  auto pick = [&](Tensor& t, int64_t dim) {
+    if (t.defined()) t = index_select(t, dim, batch_index);
+  };
+  pick(state_.enc_outputs, 0);
+  pick(state_.enc_valid_lens, 0);
+  pick(state_.context, 0);
+  pick(state_.hidden, 1);
+  pick(state_.cell, 1);
 }
 
 }  // namespace nabla::nn

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "nabla/nn/attention.h"
+#include "nabla/nn/generation.h"
 #include "nabla/nn/gru.h"
 #include "nabla/nn/layers.h"
 #include "nabla/nn/linear.h"
@@ -158,6 +159,28 @@ class EncoderDecoder : public Module {
  private:
   std::shared_ptr<Seq2SeqEncoder> encoder_;
   std::shared_ptr<AttentionDecoder> decoder_;
+};
+
+// The decoder as a NextToken (nn/generation.h), so nn::greedy, nn::sample and nn::beam_search
+// decode an EncoderDecoder, several sources at once. The constructor encodes src (B, S) int64
+// (valid lengths (B,) int64, or undefined) once, without recording a graph; each row's decoder
+// state (hidden and cell states, the encoder outputs and valid lengths, or the fixed context)
+// travels with it: reorder index_selects every part along the batch, reset returns to the
+// encoded state. Prompts start with bos; logits feeds the new tokens to the decoder, which keeps
+// its state, so a step costs one decoder step. The model runs in its current mode: call eval()
+// first to decode without dropout.
+class Seq2SeqNextToken final : public NextToken {
+ public:
+  Seq2SeqNextToken(EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_lens);
+  int64_t vocab_size() const override { return decoder_.vocab_size(); }
+  Tensor logits(const Tensor& new_tokens) override;  // (B, n) int64 -> (B, V)
+  void reorder(const Tensor& batch_index) override;
+  void reset() override { state_ = encoded_; }
+  const DecoderState& state() const { return state_; }
+
+ private:
+  AttentionDecoder& decoder_;
+  DecoderState encoded_, state_;
 };
 
 }  // namespace nabla::nn

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "examples/common/plot.h"
+#include "examples/common/training.h"
 #include "nabla/core/error.h"
 #include "nabla/data/langid.h"
 #include "nabla/data/tokenizer.h"
@@ -111,6 +112,46 @@ std::string SymbolVocab::name(int64_t id) const {
   if (id >= SpecialTokens::kCount && id < size())
     return symbols[static_cast<size_t>(id - SpecialTokens::kCount)];
   return id == SpecialTokens::kEos ? "<eos>" : "<unk>";
+}
+
+PairBatch make_pair_batch(const std::vector<std::vector<int64_t>>& src,
+                          const std::vector<std::vector<int64_t>>& tgt,
+                          const std::vector<int64_t>& idx) {
+  std::vector<std::vector<int64_t>> s, tin, tout;
+  PairBatch b;
+  for (int64_t i : idx) {
+    s.push_back(src[static_cast<size_t>(i)]);
+    const auto& y = tgt[static_cast<size_t>(i)];
+    tin.push_back({SpecialTokens::kBos});
+    tin.back().insert(tin.back().end(), y.begin(), y.end());
+    tout.push_back(y);
+    tout.back().push_back(SpecialTokens::kEos);
+    b.source_tokens += std::ssize(s.back());
+    b.target_tokens += std::ssize(tout.back());
+  }
+  b.src = data::pad_sequences(s, SpecialTokens::kPad);
+  b.tgt_in = data::pad_sequences(tin, SpecialTokens::kPad).tokens;
+  b.tgt_out = data::pad_sequences(tout, SpecialTokens::kPad).tokens;
+  return b;
+}
+
+std::unique_ptr<data::DataLoader<PairBatch>> pair_loader(
+    const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt,
+    int64_t batch_size, uint64_t seed) {
+  if (src.size() != tgt.size())
+    throw ValueError(fmt::format("pair_loader: {} sources but {} targets", src.size(), tgt.size()));
+  std::vector<size_t> lengths;
+  for (const auto& s : src) lengths.push_back(s.size());
+  auto buckets = length_buckets(lengths, batch_size, seed);
+  const auto n = std::ssize(buckets);
+  data::DataLoader<PairBatch>::Options options;
+  options.batch_size = 1;  // one "item" = one pre-built length bucket
+  options.seed = seed;
+  return std::make_unique<data::DataLoader<PairBatch>>(
+      n, options,
+      [&src, &tgt, buckets = std::move(buckets)](const std::vector<int64_t>& bucket_ids) {
+        return make_pair_batch(src, tgt, buckets[static_cast<size_t>(bucket_ids[0])]);
+      });
 }
 
 int64_t edit_distance(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {

@@ -1,12 +1,15 @@
 // Shared by the sequence-to-sequence examples (seq2seq_attention, transformer_g2p): (source,
 // target symbols) pairs, the CMU Pronouncing Dictionary as grapheme-to-phoneme pairs, the target
-// vocabulary, and the scores: exact-match word accuracy and phoneme error rate (edit distance /
-// reference length), overall and by source-word length.
+// vocabulary, the training batches, and the scores: exact-match word accuracy and phoneme error
+// rate (edit distance / reference length), overall and by source-word length.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "nabla/data/dataloader.h"
 
 namespace nabla::examples {
 
@@ -39,6 +42,26 @@ struct SymbolVocab {
   std::vector<int64_t> encode(const std::vector<std::string>& s) const;
   std::string name(int64_t id) const;
 };
+
+// A training batch of encoded pairs for teacher forcing.
+struct PairBatch {
+  data::PaddedBatch src;   // the sources as given (their <eos> included), padded with PAD
+  Tensor tgt_in, tgt_out;  // (B, T): <bos> y..., and y... <eos>, padded with PAD
+  int64_t source_tokens = 0, target_tokens = 0;  // padding excluded; targets with their <eos>
+};
+
+// Pairs idx of (src, tgt) as one batch; src[i] and tgt[i] are the i-th pair's token ids.
+PairBatch make_pair_batch(const std::vector<std::vector<int64_t>>& src,
+                          const std::vector<std::vector<int64_t>>& tgt,
+                          const std::vector<int64_t>& idx);
+
+// The training batches of both examples: the pairs cut into batches of equal source length
+// (length_buckets, examples/common/training.h), so a recurrent encoder's final state, the
+// decoder's first, never runs over padding, as when one word is decoded alone; the batch order
+// shuffled per epoch from `seed`. src and tgt must outlive the loader.
+std::unique_ptr<data::DataLoader<PairBatch>> pair_loader(
+    const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt,
+    int64_t batch_size, uint64_t seed);
 
 // Levenshtein distance between two symbol sequences.
 int64_t edit_distance(const std::vector<int64_t>& a, const std::vector<int64_t>& b);

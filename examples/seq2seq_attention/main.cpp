@@ -16,9 +16,11 @@
 //                      every decoder step (Cho et al. 2014, Sutskever et al. 2014)
 //
 // Teacher forcing with cross-entropy (padding ignored), Adam, gradient clipping at 1.0; greedy
-// decoding for evaluation (exact-match word accuracy, and phoneme error rate for g2p). Writes
-// metrics.csv, loss.png, attention_<i>.png heatmaps for three test examples and a checkpoint
-// (resume with --resume). Ends with a RESULT line.
+// decoding after every epoch, greedy and beam search (--beam, width 4, through
+// nn::Seq2SeqNextToken) at the end (exact-match word accuracy, and phoneme error rate for g2p).
+// Writes metrics.csv, loss.png, attention_<i>.png heatmaps for three test examples and a
+// checkpoint (resume with --resume; --eval-only scores a run's checkpoint without training).
+// Ends with a RESULT line naming the variant.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,6 +32,7 @@
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
 #include "examples/common/training_run.h"
+#include "examples/seq2seq_attention/decoding.h"
 #include "examples/seq2seq_attention/tasks.h"
 #include "nabla/data/dataloader.h"
 #include "nabla/data/tokenizer.h"
@@ -53,23 +56,14 @@ struct Config {
   int64_t batch_size = 64;
   int64_t train_size = 0, test_size = 0;  // 0: the task's default (dates) or all (g2p)
   int64_t eval_size = 500;                // test examples decoded after every epoch
+  int64_t beam = 4;                       // the final evaluation's beam width (1: greedy only)
   double lr = 5e-3;                       // peak of a warm-up + cosine schedule
   int64_t warmup_steps = 200;
   uint64_t seed = 42;
   std::string out = "runs/seq2seq_attention";
-  bool resume = false, smoke = false;
+  bool resume = false, smoke = false, eval_only = false;
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
-};
-
-struct Batch {
-  data::PaddedBatch src;
-  Tensor tgt_in, tgt_out;  // (B, T): <bos> y..., and y... <eos>, padded with PAD
-  int64_t tokens = 0;
-};
-
-struct Encoded {
-  std::vector<std::vector<int64_t>> src, tgt;
 };
 
 std::optional<int> parse_flags(Config& c, int argc, char** argv) {
@@ -97,6 +91,10 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--train-size", c.train_size, "training examples (0: dates 20000, g2p all)")
       .option("--test-size", c.test_size, "test examples (0: dates 1000, g2p all)")
       .option("--eval-size", c.eval_size, "test examples decoded after each epoch")
+      .option("--beam", c.beam, "beam width of the final evaluation (1: greedy only)")
+      .flag("--eval-only", c.eval_only,
+            "no training: load <out>/checkpoint.safetensors (a run with these flags) and "
+            "evaluate it, greedy and with --beam")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "a few steps on a few hundred examples (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return exit_code;
@@ -110,6 +108,10 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
     c.hidden = std::min<int64_t>(c.hidden, 32);
     c.embed = std::min<int64_t>(c.embed, 16);
   }
+  if (c.beam < 1)
+    throw ValueError(fmt::format("seq2seq_attention: --beam must be >= 1, got {}", c.beam));
+  if (c.eval_only && c.resume)
+    throw ValueError("seq2seq_attention: --eval-only trains nothing, so --resume has no meaning");
   if (c.cmu_dir.empty()) c.cmu_dir = default_cmu_dir();
   return std::nullopt;
 }
@@ -130,15 +132,6 @@ void check_checkpoint_variant(const Config& c, const nn::EncoderDecoder& model) 
   if (c.resume && std::filesystem::exists(path))
     model.check_variant(io::Checkpoint::load(path).section("model"));
 }
-
-// The pairs, the source characters' and target symbols' vocabularies, and each pair encoded.
-struct Seq2SeqData {
-  Dataset pairs;
-  data::CharTokenizer src_tok;
-  SymbolVocab tgt_vocab;
-  Encoded train, test;
-  size_t max_tgt = 0;  // the longest training target
-};
 
 Seq2SeqData load_data(const Config& c) {
   Dataset ds = c.task == "g2p" ? load_cmu(c.cmu_dir, c.train_size, c.test_size)
@@ -161,90 +154,82 @@ Seq2SeqData load_data(const Config& c) {
   return d;
 }
 
-// Training pairs `idx`, padded: the source, the decoder's input and its target.
-Batch make_batch(const Encoded& train, const std::vector<int64_t>& idx) {
-  std::vector<std::vector<int64_t>> s, tin, tout;
-  Batch b;
-  for (int64_t i : idx) {
-    s.push_back(train.src[static_cast<size_t>(i)]);
-    const auto& y = train.tgt[static_cast<size_t>(i)];
-    tin.push_back({SpecialTokens::kBos});
-    tin.back().insert(tin.back().end(), y.begin(), y.end());
-    tout.push_back(y);
-    tout.back().push_back(SpecialTokens::kEos);
-    b.tokens += static_cast<int64_t>(tout.back().size());
-  }
-  b.src = data::pad_sequences(s, SpecialTokens::kPad);
-  b.tgt_in = data::pad_sequences(tin, SpecialTokens::kPad).tokens;
-  b.tgt_out = data::pad_sequences(tout, SpecialTokens::kPad).tokens;
-  return b;
+// --eval-only: the run's checkpoint into `model`, refused (naming the flags) when another
+// variant wrote it. Returns the step it was saved at.
+int64_t load_for_evaluation(const Config& c, nn::EncoderDecoder& model, int64_t total_steps) {
+  const std::string path = c.out + "/checkpoint.safetensors";
+  if (!std::filesystem::exists(path))
+    throw IOError(fmt::format(
+        "seq2seq_attention: --eval-only needs {}, which a training run with --out {} writes", path,
+        c.out));
+  const io::Checkpoint ck = io::Checkpoint::load(path);
+  const nn::StateDict state = ck.section("model");
+  model.check_variant(state);
+  model.load_state_dict(state);
+  const int64_t step = ck.get_int("step");
+  fmt::print("evaluating {} (step {}{})\n", path, step,
+             step < total_steps ? fmt::format(" of {}: an unfinished run", total_steps) : "");
+  return step;
 }
 
-// Greedy decoding of test pair i.
-nn::EncoderDecoder::Decoded decode(nn::EncoderDecoder& model, const Seq2SeqData& d, size_t i) {
-  const auto& s = d.test.src[i];
-  return model.greedy_decode(from_vector(s, {static_cast<int64_t>(s.size())}),
-                             static_cast<int64_t>(s.size()), SpecialTokens::kBos,
-                             SpecialTokens::kEos, static_cast<int64_t>(d.max_tgt) + 5);
-}
-
-struct Scores {
-  double word_accuracy = 0, per = 0;  // exact matches; phoneme (symbol) error rate
-  examples::G2pScores detail;         // the same, and by source length
+// This process's training: its time (with the per-epoch evaluations), the evaluations' share,
+// the epochs it ran and the source + target tokens it trained on. None with --eval-only.
+struct Timing {
+  bool trained = false;
+  double train_s = 0, eval_s = 0, epochs = 0;
+  int64_t tokens = 0;
 };
 
-// On `limit` test pairs spread evenly over the test set (0: all of it). Not the first ones: the
-// CMU test split is in dictionary order, and its first 500 words (acronyms, names in "aa...")
-// score 0.44 where the whole set scores 0.63.
-Scores evaluate(nn::EncoderDecoder& model, const Seq2SeqData& d, int64_t limit) {
-  const size_t total = d.test.src.size();
-  const size_t stride =
-      limit > 0 ? std::max<size_t>(1, total / static_cast<size_t>(limit)) : size_t{1};
-  examples::G2pScores s;
-  for (size_t i = 0; i < total && (limit <= 0 || s.total().words < limit); i += stride)
-    s.add(d.test.src[i].size() - 1, decode(model, d, i).tokens, d.test.tgt[i]);  // - 1: <eos>
-  return Scores{s.word_accuracy(), s.per(), s};
-}
-
-// Three test pairs decoded, printed and their attention (decoder steps x source characters)
-// saved as <out>/attention_<k>.png (no heatmap with --attention none).
-void save_attention(nn::EncoderDecoder& model, const Seq2SeqData& d, bool g2p,
-                    const std::string& out) {
-  for (size_t k = 0; k < 3 && k < d.test.src.size(); ++k) {
-    const size_t i = k * d.test.src.size() / 3;
-    const auto decoded = decode(model, d, i);
-    const bool attends = decoded.attention.defined();  // not with --attention none
-    const auto steps = attends ? static_cast<size_t>(decoded.attention.size(0)) : size_t{0},
-               cols = attends ? static_cast<size_t>(decoded.attention.size(1)) : size_t{0};
-    std::vector<std::string> row_labels, col_labels = data::utf8_chars(d.pairs.test[i].src);
-    col_labels.push_back("<eos>");
-    for (size_t r = 0; r < steps; ++r)
-      row_labels.push_back(r < decoded.tokens.size() ? d.tgt_vocab.name(decoded.tokens[r])
-                                                     : "<eos>");
-    std::vector<std::string> pred;
-    for (int64_t t : decoded.tokens) pred.push_back(d.tgt_vocab.name(t));
-    const std::string sep = g2p ? " " : "";
-    fmt::print("  \"{}\" -> \"{}\" (reference \"{}\")\n", d.pairs.test[i].src, fmt::join(pred, sep),
-               fmt::join(d.pairs.test[i].tgt, sep));
-    if (!attends) continue;
-    viz::heatmap(
-        fmt::format("{}/attention_{}.png", out, k),
-        viz::matrix_rows(decoded.attention.contiguous().to_vector<float>(), steps, cols),
-        {.title = fmt::format("attention: {} \u2192 {}", d.pairs.test[i].src, fmt::join(pred, sep)),
-         .xlabel = "source",
-         .ylabel = "output",
-         .row_labels = row_labels,
-         .col_labels = col_labels});
+// The whole test set decoded greedily and with beam search (--beam > 1), PER by length (g2p;
+// per_by_length.csv from the greedy decoding, as transformer_g2p's), the attention maps, and
+// the RESULT line, which names the variant and uses transformer_g2p's keys.
+void report(nn::EncoderDecoder& model, const Seq2SeqData& d, const Config& c, int64_t steps,
+            const Timing& t) {
+  const bool g2p = c.task == "g2p";
+  const Scores greedy = evaluate(model, d, 0);
+  std::optional<Scores> beam;
+  if (c.beam > 1) beam = evaluate(model, d, 0, c.beam);
+  save_attention(model, d, g2p, c.out);
+  if (g2p) {
+    fmt::print("PER by source length (greedy):\n");
+    greedy.detail.print_by_length();
+    if (beam) {
+      fmt::print("PER by source length (beam {}):\n", c.beam);
+      beam->detail.print_by_length();
+    }
+    greedy.detail.write_length_csv(c.out + "/per_by_length.csv", "seq2seq_attention");
+    examples::plot_per_by_length(c.out + "/per_by_length.png", {c.out + "/per_by_length.csv"});
   }
-}
-
-// PER by source length, the bins of transformer_g2p (examples/common/g2p_data.h): printed, and
-// <out>/per_by_length.csv and .png.
-void report_by_length(const Scores& scores, const std::string& out) {
-  fmt::print("PER by source length:\n");
-  scores.detail.print_by_length();
-  scores.detail.write_length_csv(out + "/per_by_length.csv", "seq2seq_attention");
-  examples::plot_per_by_length(out + "/per_by_length.png", {out + "/per_by_length.csv"});
+  auto scores = [&](const Scores& s) {
+    return fmt::format("word accuracy {:.4f}{}", s.word_accuracy,
+                       g2p ? fmt::format(", PER {:.4f}", s.per) : std::string());
+  };
+  auto keys = [&](const Scores& s, const char* prefix) {
+    return (g2p ? fmt::format(" {}per={:.4f}", prefix, s.per) : std::string()) +
+           fmt::format(" {}word_accuracy={:.4f}", prefix, s.word_accuracy);
+  };
+  const double tokens_per_s = static_cast<double>(t.tokens) / std::max(1e-9, t.train_s - t.eval_s);
+  const std::string timing =
+      t.trained ? fmt::format("{:.1f} s per epoch ({:.0f} training tokens/s, source + target); ",
+                              t.train_s / std::max(1e-9, t.epochs), tokens_per_s)
+                : std::string();
+  const nn::Seq2SeqOptions v = model.variant();
+  std::vector<std::string> files;
+  if (t.trained) files = {"metrics.csv", "loss.png"};
+  if (g2p) files.push_back("per_by_length.csv, .png");
+  if (v.attention == nn::Seq2SeqAttention::kBahdanau) files.push_back("attention_0..2.png");
+  fmt::print("{} ({}): {} parameters, {} steps; {}test {} (greedy){}; wrote in {}: {}\n", c.task,
+             nn::seq2seq_flags(v), model.num_parameters(), steps, timing, scores(greedy),
+             beam ? fmt::format("; beam {}: {}", c.beam, scores(*beam)) : "", c.out,
+             fmt::join(files, ", "));
+  fmt::print(
+      "RESULT example=seq2seq_attention task={} rnn={} attention={} bidirectional={}{}{} steps={} "
+      "params={}{}\n",
+      c.task, v.rnn == nn::Seq2SeqRNN::kLSTM ? "lstm" : "gru",
+      v.attention == nn::Seq2SeqAttention::kNone ? "none" : "bahdanau", v.bidirectional ? 1 : 0,
+      keys(greedy, ""), beam ? keys(*beam, "beam_") : "", steps, model.num_parameters(),
+      t.trained ? fmt::format(" tokens_per_s={:.0f} train_s={:.1f}", tokens_per_s, t.train_s)
+                : std::string(" eval_only=1"));
 }
 
 int run(int argc, char** argv) {
@@ -264,18 +249,9 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < 3 && i < d.pairs.train.size(); ++i)
     fmt::print("  e.g. \"{}\" -> \"{}\"\n", d.pairs.train[i].src,
                fmt::join(d.pairs.train[i].tgt, g2p ? " " : ""));
-  // Batches of equal-length sources: the encoder's final state, the decoder's first, then never
-  // runs over padding, as when one word is decoded alone.
-  std::vector<size_t> src_lengths;
-  for (const auto& s : d.train.src) src_lengths.push_back(s.size());
-  const auto buckets = examples::length_buckets(src_lengths, c.batch_size, c.seed);
-  data::DataLoader<Batch>::Options lopts;
-  lopts.batch_size = 1;  // one "item" = one pre-built length bucket
-  lopts.seed = c.seed;
-  data::DataLoader<Batch> loader(
-      static_cast<int64_t>(buckets.size()), lopts, [&](const std::vector<int64_t>& bucket_ids) {
-        return make_batch(d.train, buckets[static_cast<size_t>(bucket_ids[0])]);
-      });
+  // Batches of equal-length sources (examples/common/g2p_data.h).
+  const auto loader_ptr = examples::pair_loader(d.train.src, d.train.tgt, c.batch_size, c.seed);
+  data::DataLoader<examples::PairBatch>& loader = *loader_ptr;
 
   // --- model and optimisation ---------------------------------------------------------------
   manual_seed(c.seed);
@@ -291,6 +267,10 @@ int run(int argc, char** argv) {
   fmt::print("model ({}): {} parameters, {} steps ({} per epoch)\n", nn::seq2seq_flags(rnn),
              model.num_parameters(), total_steps, steps_per_epoch);
   check_checkpoint_variant(c, model);
+  if (c.eval_only) {
+    report(model, d, c, load_for_evaluation(c, model, total_steps), {});
+    return 0;
+  }
 
   // --- training -------------------------------------------------------------------------------
   std::vector<examples::TrainingRun::Metric> metrics = {{"word_accuracy", "word accuracy"}};
@@ -304,6 +284,9 @@ int run(int argc, char** argv) {
                                   .unit = "target tokens",
                                   .start = t0},
                                  model, opt, sched.get(), loader);
+  const int64_t first_step = training.step();
+  int64_t tokens = 0;
+  double eval_s = 0;
   model.train();
   while (auto batch = training.next_batch(loader)) {
     Tensor logits = model.forward(batch->src.tokens, batch->tgt_in, batch->src.valid_lens);
@@ -315,32 +298,28 @@ int run(int argc, char** argv) {
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
-    if (training.step_done(loss.item(), batch->tokens)) {
+    tokens += batch->source_tokens + batch->target_tokens;
+    if (training.step_done(loss.item(), batch->target_tokens)) {
+      const auto e0 = std::chrono::steady_clock::now();
       const Scores s = evaluate(model, d, c.eval_size);
+      eval_s += examples::seconds_since(e0);
       training.end_epoch(g2p ? std::vector{s.word_accuracy, s.per} : std::vector{s.word_accuracy});
     }
   }
   if (training.stopped()) return 0;
   const double train_s = training.seconds();
+  const double epochs_here =
+      static_cast<double>(training.step() - first_step) / static_cast<double>(steps_per_epoch);
 
   // --- report ---------------------------------------------------------------------------------
-  const Scores final_scores = evaluate(model, d, 0);
-  save_attention(model, d, g2p, c.out);
-  if (g2p) report_by_length(final_scores, c.out);
   training.losses().plot(c.out + "/loss.png", "seq2seq_attention: training loss",
                          "cross-entropy per token");
-  fmt::print(
-      "test word accuracy {:.4f}{} after {} steps in {:.1f} s; wrote {}/metrics.csv, "
-      "loss.png{}\n",
-      final_scores.word_accuracy,
-      g2p ? fmt::format(", phoneme error rate {:.4f}", final_scores.per) : std::string(),
-      training.step(), train_s, c.out, c.attention == "none" ? "" : ", attention_0..2.png");
-  fmt::print(
-      "RESULT example=seq2seq_attention task={} word_accuracy={:.4f}{} steps={} params={} "
-      "train_s={:.1f}\n",
-      c.task, final_scores.word_accuracy,
-      g2p ? fmt::format(" per={:.4f}", final_scores.per) : std::string(), training.step(),
-      model.num_parameters(), train_s);
+  report(model, d, c, training.step(),
+         {.trained = true,
+          .train_s = train_s,
+          .eval_s = eval_s,
+          .epochs = epochs_here,
+          .tokens = tokens});
   return 0;
 }
 

@@ -134,30 +134,6 @@ G2pData load_data(const Config& c) {
   return d;
 }
 
-struct Batch {
-  data::PaddedBatch src;
-  Tensor tgt_in, tgt_out;  // (B, T): <bos> y..., and y... <eos>, padded with PAD
-  int64_t tokens = 0;      // source and target tokens, padding excluded
-};
-
-Batch make_batch(const EncodedWords& train, const std::vector<int64_t>& idx) {
-  std::vector<std::vector<int64_t>> s, tin, tout;
-  Batch b;
-  for (int64_t i : idx) {
-    s.push_back(train.src[static_cast<size_t>(i)]);
-    const auto& y = train.tgt[static_cast<size_t>(i)];
-    tin.push_back({SpecialTokens::kBos});
-    tin.back().insert(tin.back().end(), y.begin(), y.end());
-    tout.push_back(y);
-    tout.back().push_back(SpecialTokens::kEos);
-    b.tokens += std::ssize(s.back()) + std::ssize(tout.back());
-  }
-  b.src = data::pad_sequences(s, SpecialTokens::kPad);
-  b.tgt_in = data::pad_sequences(tin, SpecialTokens::kPad).tokens;
-  b.tgt_out = data::pad_sequences(tout, SpecialTokens::kPad).tokens;
-  return b;
-}
-
 // per.png: the per-epoch test PER and word accuracy of metrics.csv (all epochs, resumed ones too).
 void plot_epoch_scores(const std::string& out) {
   std::ifstream in(out + "/metrics.csv");
@@ -245,16 +221,8 @@ int run(int argc, char** argv) {
   fmt::print("transformer_g2p: {} train / {} test words, {} letter / {} phoneme symbols, {}\n",
              d.pairs.train.size(), d.pairs.test.size(), d.letters.vocab_size(), d.phonemes.size(),
              runtime_info());
-  std::vector<size_t> src_lengths;
-  for (const auto& s : d.train.src) src_lengths.push_back(s.size());
-  const auto buckets = examples::length_buckets(src_lengths, c.batch_size, c.seed);
-  data::DataLoader<Batch>::Options lopts;
-  lopts.batch_size = 1;  // one "item" = one pre-built length bucket
-  lopts.seed = c.seed;
-  data::DataLoader<Batch> loader(
-      std::ssize(buckets), lopts, [&](const std::vector<int64_t>& bucket_ids) {
-        return make_batch(d.train, buckets[static_cast<size_t>(bucket_ids[0])]);
-      });
+  const auto loader_ptr = examples::pair_loader(d.train.src, d.train.tgt, c.batch_size, c.seed);
+  data::DataLoader<examples::PairBatch>& loader = *loader_ptr;
 
   // --- model and optimisation ---------------------------------------------------------------
   manual_seed(c.seed);
@@ -299,8 +267,9 @@ int run(int argc, char** argv) {
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
-    tokens += batch->tokens;
-    if (training.step_done(loss.item(), batch->tokens)) {
+    const int64_t batch_tokens = batch->source_tokens + batch->target_tokens;
+    tokens += batch_tokens;
+    if (training.step_done(loss.item(), batch_tokens)) {
       const auto e0 = std::chrono::steady_clock::now();
       model.eval();
       const G2pScores s = score_words(model, d.test, eval_idx, greedy);

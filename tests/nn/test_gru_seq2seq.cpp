@@ -5,14 +5,14 @@
 #include "nabla/nn/seq2seq.h"
 #include "tests/helpers.h"
 #include "tests/nn/module_gradcheck.h"
+#include "tests/nn/seq2seq_helpers.h"
 
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
+using test::tokens;
 
 namespace {
-
-Tensor tokens(std::vector<int64_t> v, Shape s) { return from_vector<int64_t>(v, s); }
 
 // GRU output and h_n as one tensor, for gradcheck.
 Tensor joined(const nn::GRU::Output& o) { return cat({o.output.flatten(), o.h_n.flatten()}); }
@@ -192,43 +192,18 @@ TEST_CASE("Seq2Seq: d2l's module names and shapes", "[nn]") {
 }
 
 TEST_CASE("Seq2Seq: teacher forcing equals decoding step by step; gradcheck", "[nn]") {
-  auto model = std::make_shared<nn::EncoderDecoder>(
-      std::make_shared<nn::Seq2SeqEncoder>(5, 2, 3, nn::Seq2SeqOptions{.dtype = kFloat64}),
-      std::make_shared<nn::AttentionDecoder>(5, 2, 3, nn::Seq2SeqOptions{.dtype = kFloat64}));
-  Tensor src = tokens({1, 2, 3, 4, 0, 2}, {2, 3}), tgt = tokens({0, 1, 3, 4}, {2, 2});
-  Tensor valid = tokens({3, 2}, {2});
-  Tensor logits = (*model)(src, tgt, valid);
-  REQUIRE(logits.shape() == Shape{2, 2, 5});
-
-  nn::DecoderState state = model->decoder().init_state(model->encoder()(src), valid);
-  Tensor step0 = model->decoder()(tgt.narrow(1, 0, 1), state);
-  Tensor step1 = model->decoder()(tgt.narrow(1, 1, 1), state);
-  CHECK_CLOSE(cat({step0, step1}, 1), logits, 1e-12, 0);
-
-  CHECK_MODULE_GRADCHECK(*model, (std::vector<Tensor>{}),
-                         [&](const std::vector<Tensor>&) { return (*model)(src, tgt, valid); });
+  test::check_teacher_forcing_and_gradcheck(*test::make_seq2seq(5, 2, 3, {.dtype = kFloat64}));
 }
 
 TEST_CASE("Seq2Seq: learns to reverse short sequences; greedy decoding and its attention", "[nn]") {
-  // Tokens: 0 pad, 1 bos, 2 eos, 3..7 words. Target: the source reversed, then eos.
-  const int64_t V = 8, S = 4, N = 24;
-  Generator gen(5);
-  std::vector<int64_t> w = randint(0, 5, {N, S}, gen).to_vector<int64_t>(), tin, tout;
-  for (int64_t& t : w) t += 3;
-  Tensor words = tokens(w, {N, S});
-  for (int64_t i = 0; i < N; ++i) {
-    tin.push_back(1);
-    for (int64_t j = S - 1; j >= 0; --j) tin.push_back(w[static_cast<size_t>(i * S + j)]);
-    for (int64_t j = S - 1; j >= 0; --j) tout.push_back(w[static_cast<size_t>(i * S + j)]);
-    tout.push_back(2);
-  }
-  Tensor tgt_in = tokens(tin, {N, S + 1}), tgt_out = tokens(tout, {N, S + 1});
-  Tensor valid = full({N}, double(S), kInt64);
+  const test::ReversalTask task = test::reversal_task();
+  const int64_t V = task.V, S = task.S;
+  const Tensor &words = task.words, &tgt_in = task.tgt_in, &tgt_out = task.tgt_out,
+               &valid = task.valid;
+  const std::vector<int64_t>& tout = task.tgt_out_ids;
 
   manual_seed(1);
-  auto model =
-      std::make_shared<nn::EncoderDecoder>(std::make_shared<nn::Seq2SeqEncoder>(V, 8, 24),
-                                           std::make_shared<nn::AttentionDecoder>(V, 8, 24));
+  auto model = test::make_seq2seq(V, 8, 24);
   optim::Adam opt(model->parameters(), {.lr = 0.02});
   double first = 0, last = 0;
   for (int step = 0; step < 60; ++step) {

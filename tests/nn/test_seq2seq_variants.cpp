@@ -8,32 +8,22 @@
 
 #include "nabla/nn/seq2seq.h"
 #include "tests/helpers.h"
-#include "tests/nn/module_gradcheck.h"
+#include "tests/nn/seq2seq_helpers.h"
 
 using namespace nabla;
 using Catch::Matchers::Contains;
 using nn::Seq2SeqAttention;
 using nn::Seq2SeqOptions;
 using nn::Seq2SeqRNN;
+using test::tokens;
 
 namespace {
-
-Tensor tokens(std::vector<int64_t> v, Shape s) { return from_vector<int64_t>(v, s); }
-
-std::shared_ptr<nn::EncoderDecoder> make_model(int64_t V, int64_t E, int64_t H,
-                                               const Seq2SeqOptions& o) {
-  return std::make_shared<nn::EncoderDecoder>(std::make_shared<nn::Seq2SeqEncoder>(V, E, H, o),
-                                              std::make_shared<nn::AttentionDecoder>(V, E, H, o));
-}
 
 // Every variant but the default (tests/nn/test_gru_seq2seq.cpp covers that one).
 std::vector<Seq2SeqOptions> variants() {
   std::vector<Seq2SeqOptions> v;
-  for (auto rnn : {Seq2SeqRNN::kGRU, Seq2SeqRNN::kLSTM})
-    for (auto att : {Seq2SeqAttention::kBahdanau, Seq2SeqAttention::kNone})
-      for (bool bi : {false, true})
-        if (rnn == Seq2SeqRNN::kLSTM || att == Seq2SeqAttention::kNone || bi)
-          v.push_back({.rnn = rnn, .bidirectional = bi, .attention = att});
+  for (const Seq2SeqOptions& o : test::seq2seq_variants())
+    if (nn::seq2seq_flags(o) != nn::seq2seq_flags({})) v.push_back(o);
   return v;
 }
 
@@ -53,7 +43,7 @@ TEST_CASE("Seq2Seq variants: flags, names and shapes", "[nn]") {
     INFO(nn::seq2seq_flags(o));
     const bool lstm = o.rnn == Seq2SeqRNN::kLSTM, att = o.attention == Seq2SeqAttention::kBahdanau;
     const int64_t D = o.bidirectional ? 2 : 1, G = lstm ? 4 : 3;
-    auto model = make_model(10, 8, 16, o);
+    auto model = test::make_seq2seq(10, 8, 16, o);
     CHECK(model->variant().rnn == o.rnn);
     CHECK(has_param(*model, "encoder.rnn.weight_ih_l0_reverse") == o.bidirectional);
     CHECK(has_param(*model, "decoder.bridge.weight") == o.bidirectional);
@@ -93,38 +83,19 @@ TEST_CASE("Seq2Seq variants: teacher forcing equals decoding step by step; gradc
   for (Seq2SeqOptions o : variants()) {
     o.dtype = kFloat64;
     INFO(nn::seq2seq_flags(o));
-    auto model = make_model(5, 2, 3, o);
-    Tensor src = tokens({1, 2, 3, 4, 0, 2}, {2, 3}), tgt = tokens({0, 1, 3, 4}, {2, 2});
-    Tensor valid = tokens({3, 2}, {2});
-    Tensor logits = (*model)(src, tgt, valid);
-    REQUIRE(logits.shape() == Shape{2, 2, 5});
-    nn::DecoderState state = model->decoder().init_state(model->encoder()(src), valid);
-    Tensor step0 = model->decoder()(tgt.narrow(1, 0, 1), state);
-    Tensor step1 = model->decoder()(tgt.narrow(1, 1, 1), state);
-    CHECK_CLOSE(cat({step0, step1}, 1), logits, 1e-12, 0);
-    CHECK_MODULE_GRADCHECK(*model, (std::vector<Tensor>{}),
-                           [&](const std::vector<Tensor>&) { return (*model)(src, tgt, valid); });
+    test::check_teacher_forcing_and_gradcheck(*test::make_seq2seq(5, 2, 3, o));
   }
 }
 
 TEST_CASE("Seq2Seq variants: a few steps of training reduce the loss; greedy decoding", "[nn]") {
-  // Tokens: 0 pad, 1 bos, 2 eos, 3..7 words. Target: the source reversed, then eos.
-  const int64_t V = 8, S = 4, N = 24;
-  Generator gen(5);
-  std::vector<int64_t> w = randint(0, 5, {N, S}, gen).to_vector<int64_t>(), tin, tout;
-  for (int64_t& t : w) t += 3;
-  for (int64_t i = 0; i < N; ++i) {
-    tin.push_back(1);
-    for (int64_t j = S - 1; j >= 0; --j) tin.push_back(w[static_cast<size_t>(i * S + j)]);
-    for (int64_t j = S - 1; j >= 0; --j) tout.push_back(w[static_cast<size_t>(i * S + j)]);
-    tout.push_back(2);
-  }
-  Tensor words = tokens(w, {N, S}), tgt_in = tokens(tin, {N, S + 1}),
-         tgt_out = tokens(tout, {N, S + 1}), valid = full({N}, double(S), kInt64);
+  const test::ReversalTask task = test::reversal_task();
+  const int64_t V = task.V, S = task.S;
+  const Tensor &words = task.words, &tgt_in = task.tgt_in, &tgt_out = task.tgt_out,
+               &valid = task.valid;
   for (const Seq2SeqOptions& o : variants()) {
     INFO(nn::seq2seq_flags(o));
     manual_seed(1);
-    auto model = make_model(V, 8, 24, o);
+    auto model = test::make_seq2seq(V, 8, 24, o);
     optim::Adam opt(model->parameters(), {.lr = 0.02});
     double first = 0, last = 0;
     for (int step = 0; step < 25; ++step) {
@@ -156,13 +127,13 @@ TEST_CASE("Seq2Seq variants: checkpoint round trip; another variant's is refused
   for (const Seq2SeqOptions& o : all) {
     INFO(nn::seq2seq_flags(o));
     manual_seed(3);
-    auto a = make_model(6, 4, 5, o);
+    auto a = test::make_seq2seq(6, 4, 5, o);
     io::Checkpoint ck;
     ck.put_section("model", a->state_dict());
     ck.save(path);
     const nn::StateDict saved = io::Checkpoint::load(path).section("model");
     manual_seed(4);
-    auto b = make_model(6, 4, 5, o);
+    auto b = test::make_seq2seq(6, 4, 5, o);
     b->check_variant(saved);  // the same variant passes
     b->load_state_dict(saved);
     CHECK_CLOSE((*b)(src, tgt, {}), (*a)(src, tgt, {}), 0, 0);
@@ -174,7 +145,7 @@ TEST_CASE("Seq2Seq variants: checkpoint round trip; another variant's is refused
     for (const Seq2SeqOptions& other : all) {
       if (nn::seq2seq_flags(other) == nn::seq2seq_flags(o)) continue;
       INFO("loaded into " << nn::seq2seq_flags(other));
-      auto c = make_model(6, 4, 5, other);
+      auto c = test::make_seq2seq(6, 4, 5, other);
       std::string message;
       try {
         c->check_variant(saved);
@@ -195,7 +166,7 @@ TEST_CASE("Seq2Seq variants: checkpoint round trip; another variant's is refused
   }
   std::filesystem::remove(path);
   // A state dict that is no seq2seq model is left to load_state_dict's message.
-  auto m = make_model(6, 4, 5, {});
+  auto m = test::make_seq2seq(6, 4, 5, {});
   CHECK_FALSE(nn::EncoderDecoder::variant_of(nn::Linear(2, 3).state_dict()).has_value());
   CHECK_NOTHROW(m->check_variant(nn::Linear(2, 3).state_dict()));
 }
