@@ -6,6 +6,7 @@
 #include "nabla/core/custom_function.h"
 #include "nabla/core/error.h"
 #include "nabla/core/generator.h"
+#include "nabla/core/grad_checkpoint.h"
 #include "nabla/core/gradcheck.h"
 #include "nabla/core/inspect/memory_ledger.h"
 #include "nabla/core/inspect/profiler.h"

@@ -10,6 +10,7 @@
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/core/inspect/scope.h"
 #include "nabla/core/live_objects.h"
+#include "nabla/core/saved_tensor_hooks.h"
 #include "nabla/core/strided_loop.h"
 
 namespace nabla {
@@ -97,6 +98,10 @@ SavedTensor::SavedTensor(Node* owner, const char* name) : owner_(owner), name_(n
 
 void SavedTensor::save(const Tensor& t, bool is_output) {
   if (!t.defined()) return;
+  if (SavedTensorHooks* hooks = current_saved_tensor_hooks()) {  // checkpointing
+    packed_ = hooks->pack(*owner_, t, is_output);
+    if (packed_) return;  // null: saved as usual
+  }
   version_ = t.storage()->version();
   is_output_ = is_output;
   if (is_output) {
@@ -116,8 +121,9 @@ void SavedTensor::save(const Tensor& t, bool is_output) {
 }
 
 void SavedTensor::release() {
-  if (data_) released_ = true;
+  if (data_ || packed_) released_ = true;
   data_.reset();
+  packed_.reset();
 }
 
 Tensor SavedTensor::get() const {
@@ -126,6 +132,7 @@ Tensor SavedTensor::get() const {
         "{}: trying to backward through the graph a second time (its saved tensors were freed "
         "after the first backward); pass retain_graph=true to the first backward",
         owner_->name()));
+  if (packed_) return packed_->unpack();
   if (!data_) return Tensor();
   if (data_->storage->version() != version_)
     throw AutogradError(fmt::format(

@@ -24,6 +24,7 @@
 namespace nabla {
 
 class SavedTensor;
+class PackedTensor;
 namespace inspect {
 struct ModuleScope;
 }
@@ -80,6 +81,7 @@ class Node : public std::enable_shared_from_this<Node> {
 // changed it afterwards, get() throws naming the node. An op's own output is saved without a
 // strong reference to the node (that would be a shared_ptr cycle and leak the graph).
 // `name` is the field's name in the node, for graph pictures (a string literal, not copied).
+// Under saved-tensor hooks (core/saved_tensor_hooks.h) it keeps what the hook packed instead.
 class SavedTensor {
  public:
   explicit SavedTensor(Node* owner, const char* name = nullptr);
@@ -88,9 +90,9 @@ class SavedTensor {
 
   void save(const Tensor& t, bool is_output = false);
   Tensor get() const;
-  bool defined() const { return data_ != nullptr || released_; }
+  bool defined() const { return data_ != nullptr || packed_ != nullptr || released_; }
   void release();
-  // The saved data without the in-place check, null once released (for inspect tools).
+  // The saved data without the in-place check, null once released or if a hook packed it.
   const std::shared_ptr<TensorImpl>& peek() const { return data_; }
 
   const char* name() const { return name_; }  // null if the op gave none
@@ -100,6 +102,7 @@ class SavedTensor {
   Node* owner_;
   const char* name_;
   std::shared_ptr<TensorImpl> data_;
+  std::shared_ptr<PackedTensor> packed_;  // what saved-tensor hooks kept instead of data_
   std::weak_ptr<Node> output_fn_;
   uint64_t version_ = 0;
   bool is_output_ = false;

@@ -12,10 +12,25 @@
 namespace nabla {
 
 class Tensor;
+class Generator;
+
+namespace detail {
+// Gradient checkpointing (core/grad_checkpoint.cpp) watches the draws on this thread while it
+// records or replays a function, so dropout inside it replays the same counters.
+struct GeneratorWatch;
+extern constinit thread_local GeneratorWatch* generator_watch;  // null: nothing watches
+void before_draw(Generator& gen);
+void after_draw(const Generator& gen, uint64_t first, uint64_t n);
+void forget_generator(const Generator& gen);
+}  // namespace detail
 
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+  ~Generator() {
+    if (detail::generator_watch != nullptr) [[unlikely]]
+      detail::forget_generator(*this);
+  }
   Generator(const Generator& other) : seed_(other.seed_), offset_(other.offset()) {}
   Generator& operator=(const Generator& other) {
     set_state(other.seed_, other.offset());
@@ -33,7 +48,15 @@ class Generator {
   // so threads drawing from one generator (the default one) never share counters: a plain
   // read-add-write lost 624 of 9600 counters with 4 threads (tests/threads/test_threads.cpp).
   // Seeding while another thread draws is still a race.
-  uint64_t advance(uint64_t n) { return offset_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t advance(uint64_t n) {
+    detail::GeneratorWatch* const watch = detail::generator_watch;
+    if (watch != nullptr) [[unlikely]]
+      detail::before_draw(*this);
+    const uint64_t first = offset_.fetch_add(n, std::memory_order_relaxed);
+    if (watch != nullptr) [[unlikely]]
+      detail::after_draw(*this, first, n);
+    return first;
+  }
 
   // Four independent 32-bit words for counter c.
   std::array<uint32_t, 4> block(uint64_t c) const;

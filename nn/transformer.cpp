@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "nabla/core/error.h"
+#include "nabla/core/grad_checkpoint.h"
 #include "nabla/ops/activation.h"
 #include "nabla/ops/arithmetic.h"
 #include "nabla/ops/unary.h"
@@ -182,9 +183,17 @@ Tensor TransformerEncoder::forward(const Tensor& src, const EncoderForwardOption
     o.cache->prepare(layers_->size(), false, "TransformerEncoder");
     for (size_t i = 0; i < layers_->size(); ++i) x = (*layer(i))(x, o, o.cache->self_attn[i]);
   } else {
-    for (size_t i = 0; i < layers_->size(); ++i) x = (*layer(i))(x, o);
+    for (size_t i = 0; i < layers_->size(); ++i) x = run_layer(i, x, o);
   }
   return norm_ ? (*norm_)(x) : x;
+}
+
+Tensor TransformerEncoder::run_layer(size_t i, const Tensor& x,
+                                     const EncoderForwardOptions& o) const {
+  std::shared_ptr<TransformerEncoderLayer> l = layer(i);
+  if (!checkpoint_layers_ || !is_training() || i + 1 == layers_->size()) return (*l)(x, o);
+  // By value: the recompute in backward runs after this forward has returned.
+  return checkpoint([l, o](const Tensor& in) { return (*l)(in, o); }, x);
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask,

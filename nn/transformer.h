@@ -169,13 +169,23 @@ class TransformerEncoder : public Module {
   }
   const std::shared_ptr<LayerNorm>& norm() const { return norm_; }  // null without final norm
 
+  // When on, in training mode (with grad, without a cache) every layer but the last runs through
+  // nabla::checkpoint (core/grad_checkpoint.h): its activations are recomputed in backward instead
+  // of kept, for about one more forward of compute; the gradients are bitwise the same. The last
+  // layer's activations are the first the backward needs, so recomputing them would cost time and
+  // lower no peak (torch.utils.checkpoint_sequential leaves its last segment alike).
+  void set_checkpoint_layers(bool on) { checkpoint_layers_ = on; }
+  bool checkpoint_layers() const { return checkpoint_layers_; }
+
  private:
   using Forward = Tensor (TransformerEncoder::*)(const Tensor&, const EncoderForwardOptions&) const;
   using ForwardPositional = Tensor (TransformerEncoder::*)(const Tensor&, const Tensor&,
                                                            const Tensor&, bool) const;
+  Tensor run_layer(size_t i, const Tensor& x, const EncoderForwardOptions& o) const;
 
   std::shared_ptr<ModuleList> layers_;
   std::shared_ptr<LayerNorm> norm_;
+  bool checkpoint_layers_ = false;
 };
 
 // d2l's encoder block: Y = addnorm1(X, attention(X, X, X, valid_lens)); addnorm2(Y, ffn(Y)).

@@ -5,6 +5,7 @@
 
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
+#include "nabla/core/grad_checkpoint.h"
 #include "nabla/nn/init.h"
 #include "nabla/nn/transformer_blocks.h"
 #include "nabla/ops/compare.h"
@@ -127,7 +128,16 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory,
     for (size_t i = 0; i < layers_->size(); ++i)
       x = (*layer(i))(x, memory, o, o.cache->self_attn[i], o.cache->cross_attn[i]);
   } else {
-    for (size_t i = 0; i < layers_->size(); ++i) x = (*layer(i))(x, memory, o);
+    for (size_t i = 0; i < layers_->size(); ++i) {
+      std::shared_ptr<TransformerDecoderLayer> l = layer(i);
+      if (checkpoint_layers_ && is_training() && i + 1 < layers_->size()) {
+        // o by value: the backward recomputes the layer after this forward returned.
+        x = checkpoint([l, o](const Tensor& t, const Tensor& m) { return (*l)(t, m, o); }, x,
+                       memory);
+      } else {
+        x = (*l)(x, memory, o);
+      }
+    }
   }
   return norm_ ? (*norm_)(x) : x;
 }

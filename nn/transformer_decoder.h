@@ -99,9 +99,14 @@ class TransformerDecoder : public Module {
   }
   const std::shared_ptr<LayerNorm>& norm() const { return norm_; }  // null without final norm
 
+  // As TransformerEncoder's: every layer but the last runs through nabla::checkpoint in training.
+  void set_checkpoint_layers(bool on) { checkpoint_layers_ = on; }
+  bool checkpoint_layers() const { return checkpoint_layers_; }
+
  private:
   std::shared_ptr<ModuleList> layers_;
   std::shared_ptr<LayerNorm> norm_;
+  bool checkpoint_layers_ = false;
 };
 
 // The options of PyTorch's nn.Transformer.
