@@ -22,17 +22,7 @@ std::string temp_path(const std::string& stem) {
       .string();
 }
 
-// Same dtype, shape and bytes.
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  const size_t elem = dtype_size(ca.dtype());
-  return std::memcmp(static_cast<const char*>(ca.storage()->data()) +
-                         static_cast<size_t>(ca.offset()) * elem,
-                     static_cast<const char*>(cb.storage()->data()) +
-                         static_cast<size_t>(cb.offset()) * elem,
-                     static_cast<size_t>(ca.numel()) * elem) == 0;
-}
+using test::bit_equal;
 
 // A hand-made checkpoint file with the given metadata and tensors (for malformed checkpoints),
 // sealed with a valid checksum as Checkpoint::save would seal it.

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "nabla/core/io/checkpoint.h"
+#include "tests/helpers.h"
 #include "tests/parity.h"
 
 using namespace nabla;
@@ -28,16 +29,7 @@ nn::StateDict entries(const std::string& prefix) {
   return out;
 }
 
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  const size_t elem = dtype_size(ca.dtype());
-  return std::memcmp(static_cast<const char*>(ca.storage()->data()) +
-                         static_cast<size_t>(ca.offset()) * elem,
-                     static_cast<const char*>(cb.storage()->data()) +
-                         static_cast<size_t>(cb.offset()) * elem,
-                     static_cast<size_t>(ca.numel()) * elem) == 0;
-}
+using test::bit_equal;
 
 using Forward = std::function<Tensor(const Tensor&)>;
 

@@ -12,17 +12,7 @@ using namespace nabla;
 
 namespace {
 
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  const size_t elem = dtype_size(ca.dtype());
-  return std::memcmp(static_cast<const char*>(ca.storage()->data()) +
-                         static_cast<size_t>(ca.offset()) * elem,
-                     static_cast<const char*>(cb.storage()->data()) +
-                         static_cast<size_t>(cb.offset()) * elem,
-                     static_cast<size_t>(ca.numel()) * elem) == 0;
-}
+using test::bit_equal;
 
 nn::TransformerLayerOptions layer_options(bool norm_first) {
   return {.d_model = 16,
