@@ -105,15 +105,8 @@ void SavedTensor::save(const Tensor& t, bool is_output) {
   version_ = t.storage()->version();
   is_output_ = is_output;
   if (is_output) {
-    // Keep the data, not the autograd link: the output's grad_fn is our owner. (Built by hand,
-    // not with detach(): a gradient report would take that for a cut.)
-    auto d = std::make_shared<TensorImpl>();
-    d->storage = t.storage();
-    d->dtype = t.dtype();
-    d->shape = t.shape();
-    d->strides = t.strides();
-    d->offset = t.offset();
-    data_ = std::move(d);
+    // Keep the data, not the autograd link: the output's grad_fn is our owner.
+    data_ = t.data_view().impl_ptr();
     output_fn_ = owner_->weak_from_this();
   } else {
     data_ = t.impl_ptr();

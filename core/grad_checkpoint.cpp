@@ -155,17 +155,6 @@ struct SaveRecord {
   std::string node;
 };
 
-// The data of t without its history (not detach(): a gradient report would count a cut).
-Tensor data_only(const Tensor& t) {
-  auto d = std::make_shared<TensorImpl>();
-  d->storage = t.storage();
-  d->dtype = t.dtype();
-  d->shape = t.shape();
-  d->strides = t.strides();
-  d->offset = t.offset();
-  return Tensor(d);
-}
-
 }  // namespace
 
 class CheckpointFrame {
@@ -243,7 +232,7 @@ class CollectSaves final : public SavedTensorHooks {
           "function) has version {} in the recompute but {} in the forward: an input, parameter "
           "or captured tensor was modified in place between forward and backward",
           shape_str(t.shape()), owner.name(), i, version, f.version));
-    if (!frame_.released[i]) frame_.recomputed[i] = history_ ? t : data_only(t);
+    if (!frame_.released[i]) frame_.recomputed[i] = history_ ? t : t.data_view();
     return nullptr;
   }
   size_t count = 0;
@@ -270,7 +259,7 @@ void CheckpointFrame::recompute(bool history) {
   for (size_t i = 0; i < holder->inputs.size(); ++i) {
     Tensor t = holder->inputs[i]->get();  // an AutogradError if modified in place since
     if (t.defined() && !history) {        // detached: the recompute's graph ends at them
-      t = data_only(t);
+      t = t.data_view();
       if (input_requires_grad[i]) t.requires_grad_();
     }
     inputs.push_back(std::move(t));

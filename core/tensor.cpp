@@ -231,6 +231,10 @@ void Tensor::set_grad(const Tensor& g) {
 
 Tensor Tensor::detach() const {
   if (inspect::recording_cuts()) inspect::detail::note_detach(*this);  // a gradient report
+  return data_view();
+}
+
+Tensor Tensor::data_view() const {
   auto d = std::make_shared<TensorImpl>();
   d->storage = storage();
   d->dtype = dtype();

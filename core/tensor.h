@@ -117,6 +117,8 @@ class Tensor {
   Tensor grad() const;  // undefined until a backward reaches this leaf
   void set_grad(const Tensor& g);
   Tensor detach() const;  // shares storage, no history
+  // detach() that a gradient report does not count as a cut: the engine's own saved data.
+  Tensor data_view() const;
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false,
                 bool create_graph = false) const;
   void register_hook(GradHook hook) const;
