@@ -76,6 +76,7 @@ const std::map<std::string, std::string> kNotOps = {
     {"requires_grad_", "autograd flag"},
     {"grad", "autograd accessor"},
     {"detach", "cuts the graph by definition"},
+    {"data_view", "detach() for the engine's saved data: cuts the graph by definition"},
 };
 
 std::string read(const std::string& path) {
