@@ -85,6 +85,8 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--text-layers", c.model.text_layers, "question encoder layers")
       .option("--cross-layers", c.model.cross_layers, "cross-attention blocks")
       .option("--patch", c.model.patch, "patch size in pixels (divides 28)")
+      .option("--window", c.model.window,
+              "image self-attention within windows of this many patches per side (0: the scene)")
       .option("--dropout", c.model.dropout, "dropout")
       .option("--lr", c.lr, "peak learning rate (AdamW)")
       .option("--weight-decay", c.weight_decay, "AdamW weight decay")
@@ -249,14 +251,17 @@ int run(int argc, char** argv) {
                                   .metrics = {{"where_accuracy", "where accuracy"},
                                               {"what_accuracy", "what accuracy"},
                                               {"attention_on_target", "attention on target"},
-                                              {"test_loss", "test loss", true}},
+                                              {"test_loss", "test loss", true},
+                                              {"attention_where", "attention (where)"},
+                                              {"attention_what", "attention (what)"}},
                                   .log_lr = true,
                                   .unit = "scenes",
                                   .start = t0},
                                  model, opt, sched.get(), loader);
   const auto end_epoch = [&] {
     const Scores s = evaluate(model, test.scenes, c.eval_scenes, c.label_smoothing);
-    training.end_epoch({s.where_accuracy, s.what_accuracy, s.attention_on_target, s.loss});
+    training.end_epoch({s.where_accuracy, s.what_accuracy, s.attention_on_target, s.loss,
+                        s.attention_where, s.attention_what});
   };
   bool out_of_time = false;
   model.train();

@@ -11,7 +11,7 @@
 //     co-attention of ViLBERT, Lu et al. 2019, and LXMERT, Tan and Bansal 2019, runs it both ways),
 //     then the question's tokens are averaged.
 //   --direction image2text: each patch is a query over the question's tokens, then the patches are
-//     pooled by attention from one learned query (a CLS-like summary over the image).
+//     pooled by attention whose query is the question (the mean of its encoded tokens).
 //
 //   -> LayerNorm -> Linear over the 14 answers (4 positions + 10 classes) -> logits (B, Q, 14)
 //
@@ -35,7 +35,8 @@ struct ModelConfig {
   Direction direction = Direction::kTextToImage;
   int64_t dim = 64, heads = 4, ffn = 128;
   int64_t image_layers = 4, text_layers = 1, cross_layers = 1;
-  int64_t patch = 7;  // divides 28, so every patch lies in one item
+  int64_t patch = 7;   // divides 28, so every patch lies in one item
+  int64_t window = 0;  // image self-attention within windows of window x window patches (0: all)
   double dropout = 0.0;
 };
 
@@ -80,6 +81,10 @@ class CrossModalModel : public nn::Module {
   void set_store_attention(bool on);
   const Tensor& patch_attention() const { return patch_attention_; }
 
+  // images (B, 1, 56, 56) -> the encoded patches (B, S, d), row-major (the keys and values of
+  // text2image's cross-attention). With --window, a patch sees only its own window's patches.
+  Tensor image_features(const Tensor& images) const;
+
   const ModelConfig& config() const { return config_; }
   int64_t grid() const { return grid_; }  // patches per side
   // The architecture as numbers, also the persistent buffer "config": a checkpoint of another
@@ -87,13 +92,12 @@ class CrossModalModel : public nn::Module {
   std::vector<int64_t> signature() const;
 
  private:
-  Tensor image_features(const Tensor& images) const;
   Tensor text_features(const Tensor& tokens, const Tensor& padding) const;
 
   ModelConfig config_;
   int64_t grid_;
   std::shared_ptr<nn::PatchEmbedding> patch_embed_;
-  Tensor image_pos_, text_pos_, pool_query_;
+  Tensor image_pos_, text_pos_;
   std::shared_ptr<nn::TransformerEncoder> image_encoder_, text_encoder_;
   std::shared_ptr<nn::Embedding> token_embed_;
   std::shared_ptr<nn::ModuleList> cross_;
