@@ -88,10 +88,11 @@ CrossModalModel::CrossModalModel(const ModelConfig& c) : Module("CrossModalModel
         ">= 1",
         c.image_layers, c.text_layers, c.cross_layers));
   grid_ = kSceneSize / c.patch;
-  if (c.window < 0 || (c.window > 0 && grid_ % c.window != 0))
+  if (c.window < 0 || (c.window > 0 && (c.window % c.patch != 0 || kSceneSize % c.window != 0)))
     throw ValueError(fmt::format(
-        "CrossModalModel: --window {} must be 0 (no windows) or divide the {} x {} patch grid",
-        c.window, grid_, grid_));
+        "CrossModalModel: --window {} must be 0 (no windows) or a multiple of --patch {} that "
+        "divides 56",
+        c.window, c.patch));
   patch_embed_ =
       register_module("patch_embed", std::make_shared<nn::PatchEmbedding>(1, c.dim, c.patch));
   image_pos_ = register_parameter("image_pos", zeros({1, grid_ * grid_, c.dim}));
@@ -152,7 +153,7 @@ void CrossModalModel::set_store_attention(bool on) {
 
 Tensor CrossModalModel::image_features(const Tensor& images) const {
   const Tensor x = add((*patch_embed_)(images), image_pos_);  // (B, S, d), row-major patches
-  const int64_t w = config_.window;
+  const int64_t w = config_.window / config_.patch;           // patches per window side
   if (w == 0 || w == grid_) return (*image_encoder_)(x);
   // Windows as batch rows (Swin's window partition, Liu et al. 2021): (B, g/w, w, g/w, w, d) ->
   // (B * (g/w)^2, w * w, d), encoded, then put back in row-major order.

@@ -35,8 +35,10 @@ struct ModelConfig {
   Direction direction = Direction::kTextToImage;
   int64_t dim = 64, heads = 4, ffn = 128;
   int64_t image_layers = 4, text_layers = 1, cross_layers = 1;
-  int64_t patch = 7;   // divides 28, so every patch lies in one item
-  int64_t window = 0;  // image self-attention within windows of window x window patches (0: all)
+  int64_t patch = 7;  // divides 28, so every patch lies in one item
+  // Image self-attention within windows of window x window pixels (a multiple of patch dividing
+  // 56); 0 or 56: over the whole scene. 28: one item per window (see model.cpp).
+  int64_t window = 28;
   double dropout = 0.0;
 };
 

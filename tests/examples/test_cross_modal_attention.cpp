@@ -244,27 +244,28 @@ TEST_CASE("cross_modal model: --window keeps an item's patches to themselves", "
     const Tensor diff = abs(sub(a, b)).reshape({8, 8, -1});
     return max(diff.narrow(0, q / 2 * 4, 4).narrow(1, q % 2 * 4, 4)).item();
   };
-  for (int64_t window : {0, 4}) {
+  for (int64_t window : {0, 28}) {
     manual_seed(1);
     CrossModalModel model({.dim = 16, .heads = 2, .ffn = 32, .image_layers = 2, .window = window});
     NoGradGuard no_grad;
     const Tensor a = model.image_features(images), b = model.image_features(changed);
     REQUIRE(a.shape() == Shape{1, 64, 16});
     CHECK(change_in(a, b, 3) > 0.01);  // the changed item itself
-    if (window == 4)
+    if (window == 28)
       CHECK(change_in(a, b, 0) == 0.0);  // an item's window holds only its own patches
     else
       CHECK(change_in(a, b, 0) > 1e-4);  // global self-attention mixes the items
   }
-  CHECK_THROWS_WITH(CrossModalModel({.window = 3}),
-                    Contains("--window 3 must be 0 (no windows) or divide the 8 x 8 patch grid"));
+  CHECK_THROWS_WITH(CrossModalModel({.window = 21}),
+                    Contains("--window 21 must be 0 (no windows) or a multiple of --patch 7 that "
+                             "divides 56"));
 }
 
 TEST_CASE("cross_modal checkpoints: an older layout or other flags are refused", "[cross_modal]") {
   manual_seed(1);
-  const CrossModalModel model({.dim = 16, .heads = 2, .ffn = 32, .image_layers = 1});
+  const CrossModalModel model({.dim = 16, .heads = 2, .ffn = 32, .image_layers = 1, .window = 0});
   const CrossModalModel windowed(
-      {.dim = 16, .heads = 2, .ffn = 32, .image_layers = 1, .window = 4});
+      {.dim = 16, .heads = 2, .ffn = 32, .image_layers = 1, .window = 28});
   const std::string path =
       (std::filesystem::temp_directory_path() / "cross_modal_layout_test.safetensors").string();
   const auto save_config = [&](const std::vector<int64_t>& config) {
