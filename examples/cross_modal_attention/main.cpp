@@ -236,9 +236,13 @@ int run(int argc, char** argv) {
   auto sched = examples::warmup_cosine(opt, c.lr, c.warmup_steps, total_steps);
   fmt::print(
       "model: --direction {}, dim {}, {} heads, ffn {}, {} image / {} text / {} cross layers, "
-      "{}x{} patches of {} pixels: {} parameters; {} steps ({} per epoch, {} scenes each)\n",
+      "{}x{} patches of {} pixels, image attention {}: {} parameters; {} steps ({} per epoch, {} "
+      "scenes each)\n",
       c.direction, c.model.dim, c.model.heads, c.model.ffn, c.model.image_layers,
       c.model.text_layers, c.model.cross_layers, model.grid(), model.grid(), c.model.patch,
+      c.model.window > 0 && c.model.window < kSceneSize
+          ? fmt::format("within {0}x{0}-pixel windows", c.model.window)
+          : std::string("over the scene"),
       model.num_parameters(), total_steps, steps_per_epoch, c.batch_size);
   if (c.resume) check_checkpoint_config(c.out + "/checkpoint.safetensors", model);
 

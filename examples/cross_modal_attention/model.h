@@ -1,10 +1,16 @@
 // The model of cross_modal_attention: a question queries a scene through cross-attention.
 //
 //   scene (B, 1, 56, 56) -> 7x7 patches -> linear embedding + learned positions
-//                        -> pre-norm Transformer encoder (ViT, Dosovitskiy et al. 2020)  image (B,
-//                        S, d)
-//   question tokens      -> embedding + learned positions -> pre-norm encoder        text (B*Q, T,
-//   d)
+//        -> pre-norm Transformer encoder (ViT, Dosovitskiy et al. 2020), its self-attention
+//           within 28x28-pixel windows (--window; Swin's partition, Liu et al. 2021): one item
+//           per window                                                  image (B, S, d)
+//   question tokens -> embedding + learned positions -> pre-norm encoder   text (B*Q, T, d)
+//
+// The windows keep each patch's features about its own item: relating items (which one is the
+// sandal asked about?) is left to the cross-attention. Over the whole scene (--window 0) every
+// patch can summarise all four items, and "where" questions were answered through near-uniform
+// cross-attention (0.31 of it on the named item's quadrant after 10 epochs); with the
+// windows, a short run (939 steps) reached where/what accuracy 0.86/0.82 against 0.53/0.74.
 //
 //   --direction text2image (default): each question token is a query, the image patches are the
 //     keys and values (Vaswani et al. 2017, section 3.2.3, "encoder-decoder attention"; the
