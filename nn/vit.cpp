@@ -9,6 +9,7 @@
 
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
+#include "nabla/core/grad_checkpoint.h"
 #include "nabla/nn/init.h"
 #include "nabla/ops/arithmetic.h"
 #include "nabla/ops/linalg.h"
@@ -157,7 +158,11 @@ Tensor ViT::features(const Tensor& images) const {
   const int64_t B = images.size(0);
   Tensor x = cat({cls_token_.expand({B, 1, config_.dim}), patches}, 1);  // (B, N+1, dim)
   x = (*pos_drop_)(add(x, pos_embed_));
-  for (size_t i = 0; i < blocks_->size(); ++i) x = (*block(i))(x);
+  for (size_t i = 0; i < blocks_->size(); ++i) {
+    std::shared_ptr<TransformerEncoderLayer> b = block(i);
+    const bool recompute = checkpoint_layers_ && is_training() && i + 1 < blocks_->size();
+    x = recompute ? checkpoint([b](const Tensor& in) { return (*b)(in); }, x) : (*b)(x);
+  }
   return (*norm_)(x);
 }
 

@@ -98,6 +98,11 @@ class ViT : public Module {
   // The last block's attention from the CLS token to every patch, (B, H, gh, gw).
   Tensor cls_attention_map() const;
 
+  // As TransformerEncoder::set_checkpoint_layers: in training mode with grad, every block but the
+  // last runs through nabla::checkpoint (recomputed in backward; bitwise the same gradients).
+  void set_checkpoint_layers(bool on) { checkpoint_layers_ = on; }
+  bool checkpoint_layers() const { return checkpoint_layers_; }
+
   const ViTConfig& config() const { return config_; }
   const Tensor& cls_token() const { return cls_token_; }
   const Tensor& pos_embed() const { return pos_embed_; }
@@ -114,6 +119,7 @@ class ViT : public Module {
   std::shared_ptr<ModuleList> blocks_;
   std::shared_ptr<LayerNorm> norm_;
   std::shared_ptr<Linear> head_;
+  bool checkpoint_layers_ = false;
 };
 
 }  // namespace nabla::nn

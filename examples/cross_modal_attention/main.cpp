@@ -46,11 +46,11 @@ struct Config {
   std::string direction = "text2image";
   ModelConfig model;
   // Sized by FLOPs (timing is not possible on a shared machine): a training step of 64 scenes
-  // costs ~4.6 GFLOP (forward ~24 MFLOP per scene, 4 image layers over 64 patches dominating;
-  // backward twice that), so an epoch of 938 steps is ~4.3 TFLOP: ~46 s at the ~94 GFLOP/s that
-  // vit_fashion_mnist's default run reaches on 2 quiet cores, 10 epochs ~8 minutes (12 at
-  // 60 GFLOP/s), under the 15-minute budget of issue 21.
-  int epochs = 10;
+  // costs ~4.0 GFLOP (forward ~21 MFLOP per scene, 4 image layers over 64 patches dominating, their
+  // attention within 16-patch windows; backward twice that), so an epoch of 938 steps is
+  // ~3.7 TFLOP, 14% less than with attention over all 64 patches, whose 10 epochs took 567 s on 2
+  // quiet Zen 4 cores (~56 s each): 12 epochs ~10 minutes, under the 15-minute budget of issue 21.
+  int epochs = 12;
   // Scenes per epoch (each with a "where" and a "what" question); the test set is fixed.
   int64_t train_scenes = 60000, test_scenes = 10000, eval_scenes = 2000;
   int64_t batch_size = 64;  // scenes per step
@@ -85,6 +85,8 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--text-layers", c.model.text_layers, "question encoder layers")
       .option("--cross-layers", c.model.cross_layers, "cross-attention blocks")
       .option("--patch", c.model.patch, "patch size in pixels (divides 28)")
+      .option("--window", c.model.window,
+              "image self-attention within windows of this many pixels per side (0: the scene)")
       .option("--dropout", c.model.dropout, "dropout")
       .option("--lr", c.lr, "peak learning rate (AdamW)")
       .option("--weight-decay", c.weight_decay, "AdamW weight decay")
@@ -234,9 +236,13 @@ int run(int argc, char** argv) {
   auto sched = examples::warmup_cosine(opt, c.lr, c.warmup_steps, total_steps);
   fmt::print(
       "model: --direction {}, dim {}, {} heads, ffn {}, {} image / {} text / {} cross layers, "
-      "{}x{} patches of {} pixels: {} parameters; {} steps ({} per epoch, {} scenes each)\n",
+      "{}x{} patches of {} pixels, image attention {}: {} parameters; {} steps ({} per epoch, {} "
+      "scenes each)\n",
       c.direction, c.model.dim, c.model.heads, c.model.ffn, c.model.image_layers,
       c.model.text_layers, c.model.cross_layers, model.grid(), model.grid(), c.model.patch,
+      c.model.window > 0 && c.model.window < kSceneSize
+          ? fmt::format("within {0}x{0}-pixel windows", c.model.window)
+          : std::string("over the scene"),
       model.num_parameters(), total_steps, steps_per_epoch, c.batch_size);
   if (c.resume) check_checkpoint_config(c.out + "/checkpoint.safetensors", model);
 
@@ -249,14 +255,17 @@ int run(int argc, char** argv) {
                                   .metrics = {{"where_accuracy", "where accuracy"},
                                               {"what_accuracy", "what accuracy"},
                                               {"attention_on_target", "attention on target"},
-                                              {"test_loss", "test loss", true}},
+                                              {"test_loss", "test loss", true},
+                                              {"attention_where", "attention (where)"},
+                                              {"attention_what", "attention (what)"}},
                                   .log_lr = true,
                                   .unit = "scenes",
                                   .start = t0},
                                  model, opt, sched.get(), loader);
   const auto end_epoch = [&] {
     const Scores s = evaluate(model, test.scenes, c.eval_scenes, c.label_smoothing);
-    training.end_epoch({s.where_accuracy, s.what_accuracy, s.attention_on_target, s.loss});
+    training.end_epoch({s.where_accuracy, s.what_accuracy, s.attention_on_target, s.loss,
+                        s.attention_where, s.attention_what});
   };
   bool out_of_time = false;
   model.train();

@@ -11,9 +11,12 @@ namespace nabla::examples::crossmodal {
 
 namespace {
 
-constexpr const char* kSignatureFlags[] = {"--direction",    "--dim",          "--heads",
-                                           "--ffn",          "--image-layers", "--text-layers",
-                                           "--cross-layers", "--patch"};
+// The last entry is the layout of this example's model, raised when its tensors change without a
+// flag changing (layout 2: --window, and image2text's pooling query made from the question).
+constexpr int64_t kModelLayout = 2;
+constexpr const char* kSignatureFlags[] = {
+    "--direction",   "--dim",          "--heads", "--ffn",    "--image-layers",
+    "--text-layers", "--cross-layers", "--patch", "--window", "model layout"};
 constexpr size_t kSignatureSize = std::size(kSignatureFlags);
 
 std::string flag_value(size_t i, int64_t v) {
@@ -85,6 +88,11 @@ CrossModalModel::CrossModalModel(const ModelConfig& c) : Module("CrossModalModel
         ">= 1",
         c.image_layers, c.text_layers, c.cross_layers));
   grid_ = kSceneSize / c.patch;
+  if (c.window < 0 || (c.window > 0 && (c.window % c.patch != 0 || kSceneSize % c.window != 0)))
+    throw ValueError(fmt::format(
+        "CrossModalModel: --window {} must be 0 (no windows) or a multiple of --patch {} that "
+        "divides 56",
+        c.window, c.patch));
   patch_embed_ =
       register_module("patch_embed", std::make_shared<nn::PatchEmbedding>(1, c.dim, c.patch));
   image_pos_ = register_parameter("image_pos", zeros({1, grid_ * grid_, c.dim}));
@@ -100,11 +108,9 @@ CrossModalModel::CrossModalModel(const ModelConfig& c) : Module("CrossModalModel
   for (int64_t i = 0; i < c.cross_layers; ++i)
     cross_->push_back(std::make_shared<CrossAttentionBlock>(c.dim, c.heads, c.ffn, c.dropout));
   if (c.direction == Direction::kImageToText) {
-    pool_query_ = register_parameter("pool_query", zeros({1, 1, c.dim}));
     pool_norm_ = register_module("pool_norm", std::make_shared<nn::LayerNorm>(c.dim));
     pool_ = register_module("pool", std::make_shared<nn::MultiheadAttention>(
                                         c.dim, c.heads, c.dropout, true, 0, 0, true));
-    nn::init::trunc_normal_(pool_query_, 0.0, 0.02);
   }
   head_norm_ = register_module("head_norm", std::make_shared<nn::LayerNorm>(c.dim));
   head_ = register_module("head", std::make_shared<nn::Linear>(c.dim, kAnswers));
@@ -133,7 +139,9 @@ std::vector<int64_t> CrossModalModel::signature() const {
           c.image_layers,
           c.text_layers,
           c.cross_layers,
-          c.patch};
+          c.patch,
+          c.window,
+          kModelLayout};
 }
 
 void CrossModalModel::set_store_attention(bool on) {
@@ -144,7 +152,18 @@ void CrossModalModel::set_store_attention(bool on) {
 }
 
 Tensor CrossModalModel::image_features(const Tensor& images) const {
-  return (*image_encoder_)(add((*patch_embed_)(images), image_pos_));
+  const Tensor x = add((*patch_embed_)(images), image_pos_);  // (B, S, d), row-major patches
+  const int64_t w = config_.window / config_.patch;           // patches per window side
+  if (w == 0 || w == grid_) return (*image_encoder_)(x);
+  // Windows as batch rows (Swin's window partition, Liu et al. 2021): (B, g/w, w, g/w, w, d) ->
+  // (B * (g/w)^2, w * w, d), encoded, then put back in row-major order.
+  const int64_t B = images.size(0), n = grid_ / w, d = config_.dim;
+  const Tensor windows =
+      x.reshape({B, n, w, n, w, d}).permute({0, 1, 3, 2, 4, 5}).reshape({B * n * n, w * w, d});
+  return (*image_encoder_)(windows)
+      .reshape({B, n, n, w, w, d})
+      .permute({0, 1, 3, 2, 4, 5})
+      .reshape({B, grid_ * grid_, d});
 }
 
 Tensor CrossModalModel::text_features(const Tensor& tokens, const Tensor& padding) const {
@@ -166,9 +185,10 @@ Tensor CrossModalModel::forward(const Tensor& images, const Tensor& questions) c
   const int64_t S = grid_ * grid_, d = config_.dim;
   const Tensor image = image_features(images);  // (B, S, d)
   const Tensor tokens = questions.reshape({B * Q, T});
-  const Tensor padding = eq(tokens, static_cast<double>(kPadToken));  // (B*Q, T)
-  const Tensor text = text_features(tokens, padding);                 // (B*Q, T, d)
-  Tensor pooled;                                                      // (B*Q, d)
+  const Tensor padding = eq(tokens, static_cast<double>(kPadToken));              // (B*Q, T)
+  const Tensor text = text_features(tokens, padding);                             // (B*Q, T, d)
+  const Tensor keep = masked_fill(ones({B * Q, T}), padding, 0.0).unsqueeze(-1);  // (B*Q, T, 1)
+  Tensor pooled;                                                                  // (B*Q, d)
   if (config_.direction == Direction::kTextToImage) {
     // A scene's questions share its image: their tokens query it together (each query row's
     // softmax is its own, so this is the same as one question at a time).
@@ -176,7 +196,6 @@ Tensor CrossModalModel::forward(const Tensor& images, const Tensor& questions) c
     for (size_t i = 0; i < cross_->size(); ++i)
       x = (*cross_->at<CrossAttentionBlock>(i))(x, image, Tensor());
     x = x.reshape({B * Q, T, d});
-    const Tensor keep = masked_fill(ones({B * Q, T}), padding, 0.0).unsqueeze(-1);
     pooled = div(sum(mul(x, keep), {1}), sum(keep, {1}));
     if (store_) {
       Tensor maps = zeros({B * Q, S});
@@ -194,8 +213,11 @@ Tensor CrossModalModel::forward(const Tensor& images, const Tensor& questions) c
     for (size_t i = 0; i < cross_->size(); ++i)
       x = (*cross_->at<CrossAttentionBlock>(i))(x, text, padding);
     const Tensor normed = (*pool_norm_)(x);
-    nn::MhaOutput a = (*pool_)(pool_query_.expand({B * Q, 1, d}), normed, normed,
-                               {.need_weights = store_, .average_attn_weights = true});
+    // The pooling query is the question itself (its tokens' mean): a constant query could not
+    // know which item is asked about.
+    const Tensor query = div(sum(mul(text, keep), {1}, true), sum(keep, {1}, true));  // (B*Q,1,d)
+    nn::MhaOutput a =
+        (*pool_)(query, normed, normed, {.need_weights = store_, .average_attn_weights = true});
     pooled = a.output.reshape({B * Q, d});
     if (store_) patch_attention_ = a.weights.reshape({B, Q, S}).detach();
   }
@@ -250,6 +272,13 @@ void check_checkpoint_config(const std::string& path, const CrossModalModel& mod
     if (name == "config") saved = t.to_vector<int64_t>();
   const std::vector<int64_t> mine = model.signature();
   if (saved == mine) return;
+  // A record without the layout entry, or with another layout: flags cannot fix that.
+  if (saved.size() != kSignatureSize || saved.back() != kModelLayout)
+    throw ValueError(fmt::format(
+        "cross_modal_attention: {} holds a model of an older layout of this example ({}) and this "
+        "run builds layout {} ({}); it cannot be resumed or asked: train again with another --out",
+        path, saved.empty() ? "no config record" : fmt::format("[{}]", fmt::join(saved, ", ")),
+        kModelLayout, describe(mine)));
   std::vector<std::string> differ;
   for (size_t i = 0; i < kSignatureSize && saved.size() == kSignatureSize; ++i)
     if (saved[i] != mine[i]) differ.emplace_back(kSignatureFlags[i]);

@@ -1,17 +1,23 @@
 // The model of cross_modal_attention: a question queries a scene through cross-attention.
 //
 //   scene (B, 1, 56, 56) -> 7x7 patches -> linear embedding + learned positions
-//                        -> pre-norm Transformer encoder (ViT, Dosovitskiy et al. 2020)  image (B,
-//                        S, d)
-//   question tokens      -> embedding + learned positions -> pre-norm encoder        text (B*Q, T,
-//   d)
+//        -> pre-norm Transformer encoder (ViT, Dosovitskiy et al. 2020), its self-attention
+//           within 28x28-pixel windows (--window; Swin's partition, Liu et al. 2021): one item
+//           per window                                                  image (B, S, d)
+//   question tokens -> embedding + learned positions -> pre-norm encoder   text (B*Q, T, d)
+//
+// The windows keep each patch's features about its own item: relating items (which one is the
+// sandal asked about?) is left to the cross-attention. Over the whole scene (--window 0) every
+// patch can summarise all four items, and "where" questions were answered through near-uniform
+// cross-attention (0.31 of it on the named item's quadrant after 10 epochs); with the
+// windows, a short run (939 steps) reached where/what accuracy 0.86/0.82 against 0.53/0.74.
 //
 //   --direction text2image (default): each question token is a query, the image patches are the
 //     keys and values (Vaswani et al. 2017, section 3.2.3, "encoder-decoder attention"; the
 //     co-attention of ViLBERT, Lu et al. 2019, and LXMERT, Tan and Bansal 2019, runs it both ways),
 //     then the question's tokens are averaged.
 //   --direction image2text: each patch is a query over the question's tokens, then the patches are
-//     pooled by attention from one learned query (a CLS-like summary over the image).
+//     pooled by attention whose query is the question (the mean of its encoded tokens).
 //
 //   -> LayerNorm -> Linear over the 14 answers (4 positions + 10 classes) -> logits (B, Q, 14)
 //
@@ -36,6 +42,9 @@ struct ModelConfig {
   int64_t dim = 64, heads = 4, ffn = 128;
   int64_t image_layers = 4, text_layers = 1, cross_layers = 1;
   int64_t patch = 7;  // divides 28, so every patch lies in one item
+  // Image self-attention within windows of window x window pixels (a multiple of patch dividing
+  // 56); 0 or 56: over the whole scene. 28: one item per window (see model.cpp).
+  int64_t window = 28;
   double dropout = 0.0;
 };
 
@@ -80,6 +89,10 @@ class CrossModalModel : public nn::Module {
   void set_store_attention(bool on);
   const Tensor& patch_attention() const { return patch_attention_; }
 
+  // images (B, 1, 56, 56) -> the encoded patches (B, S, d), row-major (the keys and values of
+  // text2image's cross-attention). With --window, a patch sees only its own window's patches.
+  Tensor image_features(const Tensor& images) const;
+
   const ModelConfig& config() const { return config_; }
   int64_t grid() const { return grid_; }  // patches per side
   // The architecture as numbers, also the persistent buffer "config": a checkpoint of another
@@ -87,13 +100,12 @@ class CrossModalModel : public nn::Module {
   std::vector<int64_t> signature() const;
 
  private:
-  Tensor image_features(const Tensor& images) const;
   Tensor text_features(const Tensor& tokens, const Tensor& padding) const;
 
   ModelConfig config_;
   int64_t grid_;
   std::shared_ptr<nn::PatchEmbedding> patch_embed_;
-  Tensor image_pos_, text_pos_, pool_query_;
+  Tensor image_pos_, text_pos_;
   std::shared_ptr<nn::TransformerEncoder> image_encoder_, text_encoder_;
   std::shared_ptr<nn::Embedding> token_embed_;
   std::shared_ptr<nn::ModuleList> cross_;

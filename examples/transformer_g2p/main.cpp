@@ -43,7 +43,10 @@ struct Config {
   std::string cmu_dir;  // empty: festlex-cmu's install path, else where get-cmudict.sh unpacks
   ModelConfig model;
   double label_smoothing = 0.1;
-  int epochs = 8;
+  // 16 epochs: at 8 the validation PER was still falling ~0.004 per epoch; 16 reached PER 0.081,
+  // word accuracy 0.680 (beam 4: 0.079, 0.684) in 1165 s on 2 quiet Zen 4 cores. The warm-up is
+  // fixed and the cosine decay spans --epochs, so the schedule follows the epoch count.
+  int epochs = 16;
   int64_t batch_size = 128;
   int64_t train_size = 0, test_size = 0;  // 0: all
   int64_t eval_size = 1000;               // test words decoded (greedy) after every epoch

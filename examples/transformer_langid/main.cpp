@@ -38,6 +38,7 @@ struct Config {
   uint64_t seed = 42;
   std::string out = "runs/transformer_langid";
   bool resume = false, smoke = false;
+  bool checkpoint_layers = false;  // recompute the encoder layers' activations in backward
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
@@ -97,6 +98,7 @@ class LangIdModel : public nn::Module {
     layer.norm_first = false;  // post-norm, as in "Attention Is All You Need" and d2l
     encoder_ =
         register_module("encoder", std::make_shared<nn::TransformerEncoder>(layer, c.layers));
+    encoder_->set_checkpoint_layers(c.checkpoint_layers);
     head_ = register_module("head", std::make_shared<nn::Linear>(c.d_model, classes));
   }
 
@@ -156,6 +158,8 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--dropout", c.dropout, "dropout")
       .option("--lr", c.lr, "peak learning rate (AdamW)")
       .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
+      .flag("--checkpoint-layers", c.checkpoint_layers,
+            "gradient checkpointing: recompute the encoder layers in backward (less memory)")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "a few steps on a small slice (for tests)");
   return cli.parse(argc, argv);

@@ -44,6 +44,7 @@ struct Config {
   std::string out = "runs/vit_fashion_mnist";
   bool augment = false;  // random flips and shifts (the longer setting)
   bool resume = false, smoke = false;
+  bool checkpoint_layers = false;  // recompute the blocks' activations in backward
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
@@ -69,6 +70,8 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
       .option("--train-limit", c.train_limit, "use only this many training images (0 = all)")
       .option("--test-limit", c.test_limit, "use only this many test images (0 = all)")
+      .flag("--checkpoint-layers", c.checkpoint_layers,
+            "gradient checkpointing: recompute the blocks in backward (less memory)")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "two short epochs on 256 train / 256 test images (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return exit_code;
@@ -151,6 +154,7 @@ int run(int argc, char** argv) {
   // --- model and optimisation ---------------------------------------------------------------
   manual_seed(c.seed);
   nn::ViT model(vit_config(c));
+  model.set_checkpoint_layers(c.checkpoint_layers);
   optim::AdamW opt(model.parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   const int64_t total_steps = steps_per_epoch * c.epochs;

@@ -3,6 +3,7 @@
 // words and errors, and the attention_on_target metric on hand-made attention maps.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "examples/cross_modal_attention/model.h"
@@ -227,4 +228,61 @@ TEST_CASE("cross_modal model: both directions, shapes and attention maps", "[cro
     CHECK(reached);
   }
   CHECK_THROWS_WITH(CrossModalModel({.patch = 8}), Contains("--patch 8 must divide 28"));
+}
+
+TEST_CASE("cross_modal model: --window keeps an item's patches to themselves", "[cross_modal]") {
+  const FakeSplit split = fake_split(40, 0);
+  const SceneGenerator gen(div(split.items, 40.0), split.labels, Split::kTrain, 1);
+  const Tensor images = make_batch(gen, {0}).images;
+  Tensor changed = images.clone();
+  {
+    NoGradGuard no_grad;
+    changed.narrow(2, kItemSize, kItemSize).narrow(3, kItemSize, kItemSize).fill_(3.0);
+  }
+  // The largest change of the patches of quadrant q (grid 8: 4 x 4 patches each).
+  const auto change_in = [](const Tensor& a, const Tensor& b, int64_t q) {
+    const Tensor diff = abs(sub(a, b)).reshape({8, 8, -1});
+    return max(diff.narrow(0, q / 2 * 4, 4).narrow(1, q % 2 * 4, 4)).item();
+  };
+  for (int64_t window : {0, 28}) {
+    manual_seed(1);
+    CrossModalModel model({.dim = 16, .heads = 2, .ffn = 32, .image_layers = 2, .window = window});
+    NoGradGuard no_grad;
+    const Tensor a = model.image_features(images), b = model.image_features(changed);
+    REQUIRE(a.shape() == Shape{1, 64, 16});
+    CHECK(change_in(a, b, 3) > 0.01);  // the changed item itself
+    if (window == 28)
+      CHECK(change_in(a, b, 0) == 0.0);  // an item's window holds only its own patches
+    else
+      CHECK(change_in(a, b, 0) > 1e-4);  // global self-attention mixes the items
+  }
+  CHECK_THROWS_WITH(CrossModalModel({.window = 21}),
+                    Contains("--window 21 must be 0 (no windows) or a multiple of --patch 7 that "
+                             "divides 56"));
+}
+
+TEST_CASE("cross_modal checkpoints: an older layout or other flags are refused", "[cross_modal]") {
+  manual_seed(1);
+  const CrossModalModel model({.dim = 16, .heads = 2, .ffn = 32, .image_layers = 1, .window = 0});
+  const CrossModalModel windowed(
+      {.dim = 16, .heads = 2, .ffn = 32, .image_layers = 1, .window = 28});
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "cross_modal_layout_test.safetensors").string();
+  const auto save_config = [&](const std::vector<int64_t>& config) {
+    io::Checkpoint ck;
+    ck.put_section("model",
+                   {{"config", from_vector(config, {static_cast<int64_t>(config.size())})}});
+    ck.save(path);
+  };
+  // Layout 1 recorded 8 numbers (no --window, no layout entry).
+  save_config({0, 16, 2, 32, 1, 1, 1, 7});
+  CHECK_THROWS_WITH(check_checkpoint_config(path, model),
+                    Contains("holds a model of an older layout of this example ([0, 16, 2, 32, "
+                             "1, 1, 1, 7])") &&
+                        Contains("train again with another --out"));
+  save_config(windowed.signature());
+  CHECK_THROWS_WITH(check_checkpoint_config(path, model), Contains("--window differs"));
+  save_config(model.signature());
+  CHECK_NOTHROW(check_checkpoint_config(path, model));
+  std::filesystem::remove(path);
 }
