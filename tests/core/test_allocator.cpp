@@ -93,6 +93,7 @@ TEST_CASE("allocator: empty_cache and the cache limit return memory", "[core]") 
   allocator::set_cache_limit(old_limit);
 }
 
+#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer's own allocator serves large blocks there
 namespace {
 
 double resident_mib() {  // /proc/self/statm: size resident ... in pages
@@ -104,7 +105,6 @@ double resident_mib() {  // /proc/self/statm: size resident ... in pages
 
 }  // namespace
 
-#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer's own allocator serves large blocks there
 TEST_CASE("allocator: a released large block leaves the process, even in front of a live one",
           "[core]") {
   // Through malloc, freeing an 8 MiB block raises glibc's mmap threshold past 4 MiB, so the next
