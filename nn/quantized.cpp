@@ -18,9 +18,12 @@ namespace {
 onednn::Activation to_onednn(std::optional<LinearActivation> act) {
   if (!act) return onednn::Activation::None;
   switch (*act) {
-    case LinearActivation::ReLU: return onednn::Activation::ReLU;
-    case LinearActivation::GELU: return onednn::Activation::GELU;
-    case LinearActivation::GELUTanh: return onednn::Activation::GELUTanh;
+    case LinearActivation::ReLU:
+      return onednn::Activation::ReLU;
+    case LinearActivation::GELU:
+      return onednn::Activation::GELU;
+    case LinearActivation::GELUTanh:
+      return onednn::Activation::GELUTanh;
   }
   return onednn::Activation::None;
 }
@@ -32,9 +35,11 @@ std::pair<float, float> min_max(const float* x, int64_t n) {
       hi(parts, -std::numeric_limits<float>::infinity());
   run_parts(parts, [&](int64_t p) {
     const int64_t b = n * p / parts, e = n * (p + 1) / parts;
-    float l = lo[p], h = hi[p];
-    for (int64_t i = b; i < e; ++i) l = std::min(l, x[i]), h = std::max(h, x[i]);
-    lo[p] = l, hi[p] = h;
+    float l = lo[p], h = hi[p], nan = 0.0f;
+    for (int64_t i = b; i < e; ++i)
+      l = std::min(l, x[i]), h = std::max(h, x[i]), nan += x[i] * 0.0f;
+    // min and max skip a NaN; x * 0 is NaN for a NaN (and an Inf) and 0 otherwise.
+    lo[p] = l + nan, hi[p] = h + nan;
   });
   return {*std::min_element(lo.begin(), lo.end()), *std::max_element(hi.begin(), hi.end())};
 }
@@ -53,8 +58,8 @@ ActivationQuantization choose_activation_quantization(float lo, float hi, bool r
 }
 
 bool default_reduce_range() {
-  static const bool reduce = !(__builtin_cpu_supports("avx512vnni") ||
-                               __builtin_cpu_supports("avxvnni"));
+  static const bool reduce =
+      !(__builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni"));
   return reduce;
 }
 
@@ -93,11 +98,12 @@ int64_t QuantizedLinear::weight_bytes() const {
 
 Tensor QuantizedLinear::forward(const Tensor& x, std::optional<LinearActivation> act) const {
   if (x.dim() < 1 || x.size(-1) != in_features_)
-    throw ShapeError(fmt::format("QuantizedLinear: input of shape {} does not end in in_features = {}",
-                                 shape_str(x.shape()), in_features_));
+    throw ShapeError(
+        fmt::format("QuantizedLinear: input of shape {} does not end in in_features = {}",
+                    shape_str(x.shape()), in_features_));
   if (x.dtype() != kFloat32)
-    throw DTypeError(fmt::format("QuantizedLinear: input must be float32, got {}",
-                                 dtype_name(x.dtype())));
+    throw DTypeError(
+        fmt::format("QuantizedLinear: input must be float32, got {}", dtype_name(x.dtype())));
   if (GradMode::enabled() && x.requires_grad())
     throw AutogradError(
         "QuantizedLinear: inference only, the input requires grad; run it under NoGradGuard or "

@@ -19,8 +19,8 @@
 #include <atomic>
 #include <list>
 #include <mutex>
-#include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 #endif
 
 namespace nabla::onednn {
@@ -115,7 +115,7 @@ class PrimitiveCache {
   std::mutex mutex_;
   // A model has a few dozen distinct shapes; a linear search over this list costs far less than
   // the product it finds.
-  std::list<std::pair<Key, dnnl::primitive>> entries_;
+  std::list<std::pair<Key, dnnl::primitive> > entries_;
   int64_t hits_ = 0, misses_ = 0, capacity_ = 128;
 };
 
@@ -178,26 +178,38 @@ void matmul_bf16(const Bf16Matmul& p, const uint16_t* a, const uint16_t* b, floa
   const int threads = prepare_threads();
   // A batch stride of 0 is one matrix for every batch entry: oneDNN broadcasts a batch dim of 1.
   const int64_t ba = p.batch_stride_a == 0 ? 1 : p.batch, bb = p.batch_stride_b == 0 ? 1 : p.batch;
-  const Key key{1, p.batch, p.m, p.n, p.k, p.trans_a, p.trans_b, p.lda, p.ldb, p.ldc,
-                ba == 1 ? 0 : p.batch_stride_a, bb == 1 ? 0 : p.batch_stride_b,
-                p.batch_stride_c, threads, 0, 0};
-  const memory::desc a_md(dims({ba, p.m, p.k}), dt::bf16,
-                          p.trans_a ? dims({p.batch_stride_a, 1, p.lda})
-                                    : dims({p.batch_stride_a, p.lda, 1}));
-  const memory::desc b_md(dims({bb, p.k, p.n}), dt::bf16,
-                          p.trans_b ? dims({p.batch_stride_b, 1, p.ldb})
-                                    : dims({p.batch_stride_b, p.ldb, 1}));
-  const memory::desc c_md(dims({p.batch, p.m, p.n}), dt::f32,
-                          dims({p.batch_stride_c, p.ldc, 1}));
-  const std::string shapes = fmt::format("batch {} x ({} x {}) @ ({} x {})", p.batch, p.m, p.k,
-                                         p.k, p.n);
+  const Key key{1,
+                p.batch,
+                p.m,
+                p.n,
+                p.k,
+                p.trans_a,
+                p.trans_b,
+                p.lda,
+                p.ldb,
+                p.ldc,
+                ba == 1 ? 0 : p.batch_stride_a,
+                bb == 1 ? 0 : p.batch_stride_b,
+                p.batch_stride_c,
+                threads,
+                0,
+                0};
+  const memory::desc a_md(
+      dims({ba, p.m, p.k}), dt::bf16,
+      p.trans_a ? dims({p.batch_stride_a, 1, p.lda}) : dims({p.batch_stride_a, p.lda, 1}));
+  const memory::desc b_md(
+      dims({bb, p.k, p.n}), dt::bf16,
+      p.trans_b ? dims({p.batch_stride_b, 1, p.ldb}) : dims({p.batch_stride_b, p.ldb, 1}));
+  const memory::desc c_md(dims({p.batch, p.m, p.n}), dt::f32, dims({p.batch_stride_c, p.ldc, 1}));
+  const std::string shapes =
+      fmt::format("batch {} x ({} x {}) @ ({} x {})", p.batch, p.m, p.k, p.k, p.n);
   translate_errors(what, shapes, [&] {
     dnnl::primitive prim = cache().get(key, [&] {
-      return dnnl::matmul(dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(a_md, b_md, c_md), engine()));
+      return dnnl::matmul(
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine()));
     });
-    memory am(a_md, engine(), const_cast<uint16_t*>(a)), bm(b_md, engine(), const_cast<uint16_t*>(b)),
-        cm(c_md, engine(), c);
+    memory am(a_md, engine(), const_cast<uint16_t*>(a)),
+        bm(b_md, engine(), const_cast<uint16_t*>(b)), cm(c_md, engine(), c);
     prim.execute(stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream().wait();
   });
@@ -230,8 +242,22 @@ void linear_u8s8(const Int8Linear& p, const uint8_t* x, const int8_t* w, const f
     return;
   }
   const int threads = prepare_threads();
-  const Key key{2, p.m, p.n, p.k, p.ldx, p.ldc, bias != nullptr,
-                static_cast<int64_t>(p.activation), threads, 0, 0, 0, 0, 0, 0, 0};
+  const Key key{2,
+                p.m,
+                p.n,
+                p.k,
+                p.ldx,
+                p.ldc,
+                bias != nullptr,
+                static_cast<int64_t>(p.activation),
+                threads,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0};
   const memory::desc x_md(dims({p.m, p.k}), dt::u8, dims({p.ldx, 1}));
   const memory::desc w_md(dims({p.k, p.n}), dt::s8, dims({1, p.k}));  // W^T, read in place
   const memory::desc bias_md(dims({1, p.n}), dt::f32, dims({p.n, 1}));

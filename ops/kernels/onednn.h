@@ -60,7 +60,7 @@ struct CacheStats {
   int64_t hits = 0, misses = 0, size = 0, capacity = 0;
 };
 CacheStats cache_stats();
-void clear_cache();               // also zeroes the counts
+void clear_cache();                  // also zeroes the counts
 void set_cache_capacity(int64_t n);  // >= 1; drops the least recently used beyond it
 // The OpenMP thread count oneDNN's last call ran with (0 before any call).
 int last_call_threads();
