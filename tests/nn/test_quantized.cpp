@@ -165,12 +165,12 @@ TEST_CASE("quantize_dynamic: a Transformer encoder runs int8 close to float", "[
   // A quarter, plus one float32 scale per output channel (32 + 64 + 32 per layer).
   CHECK(size.int8_bytes == size.float_bytes / 4 + 4 * 2 * (32 + 64 + 32));
   const Tensor got = (*encoder)(x);
-  // LayerNorm-scaled outputs (|y| ~ 1): int8 keeps them within a few hundredths.
+  // LayerNorm-scaled outputs (|y| ~ 1); seen here: max 0.013, mean 0.0028.
   const double max_diff = max(abs(got - expected)).item<float>();
   const double mean_diff = mean(abs(got - expected)).item<float>();
   CAPTURE(max_diff, mean_diff);
-  CHECK(max_diff < 0.15);
-  CHECK(mean_diff < 0.02);
+  CHECK(max_diff < 0.05);
+  CHECK(mean_diff < 0.01);
   CHECK(max_diff > 0.0);  // it did run through int8
 
   // state_dict is the float model: a fresh model loaded from it and quantised gives the same bits.
