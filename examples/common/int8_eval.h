@@ -37,7 +37,8 @@ std::string compare_int8(nn::Module& model, Accuracy&& accuracy) {
       "int8 ({} Linear layers, {}): accuracy {:.4f} vs float32 {:.4f} ({:+.2f} points); their "
       "weights {:.1f} KiB vs {:.1f} KiB; evaluation {:.2f} s vs {:.2f} s\n",
       count, onednn::describe(), int8_acc, float_acc, 100 * (int8_acc - float_acc),
-      size.int8_bytes / 1024.0, size.float_bytes / 1024.0, int8_s, float_s);
+      static_cast<double>(size.int8_bytes) / 1024, static_cast<double>(size.float_bytes) / 1024,
+      int8_s, float_s);
   return fmt::format(
       " int8_accuracy={:.4f} int8_eval_s={:.2f} float_eval_s={:.2f} "
       "int8_weight_bytes={} float_weight_bytes={}",
