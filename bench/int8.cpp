@@ -38,28 +38,28 @@ int main(int argc, char** argv) try {
   NoGradGuard no_grad;
   const double base_rss = bench::peak_rss_mb();
 
-  bench::Timing float_t, int8_t_;
+  bench::Timing float_timing, int8_timing;
   if (precision != "int8") {
-    float_t = bench::time_it(opt, [&] { model.forward(tokens); });
-    bench::report(float_t, base_rss, {{"precision", "float32"}});
+    float_timing = bench::time_it(opt, [&] { model.forward(tokens); });
+    bench::report(float_timing, base_rss, {{"precision", "float32"}});
   }
   const int64_t count = nn::quantize_dynamic(model);
   const nn::QuantizedSize size = nn::quantized_size(model);
   const bench::Fields bytes = {{"float_weight_bytes", std::to_string(size.float_bytes)},
                                {"int8_weight_bytes", std::to_string(size.int8_bytes)}};
   if (precision != "float32") {
-    int8_t_ = bench::time_it(opt, [&] { model.forward(tokens); });
+    int8_timing = bench::time_it(opt, [&] { model.forward(tokens); });
     bench::Fields fields = {{"precision", "int8"}, {"quantised", std::to_string(count)}};
     fields.insert(fields.end(), bytes.begin(), bytes.end());
-    bench::report(int8_t_, base_rss, fields);
+    bench::report(int8_timing, base_rss, fields);
   }
   if (precision == "both")
     fmt::print(
         "RESULT bench=int8 config={} float_ms={:.3f} int8_ms={:.3f} int8_over_float={:.3f} "
         "float_weight_bytes={} int8_weight_bytes={} weight_ratio={:.2f} quantised={} "
         "backend=\"{}\"\n",
-        config, float_t.median_ms, int8_t_.median_ms, int8_t_.median_ms / float_t.median_ms,
-        size.float_bytes, size.int8_bytes,
+        config, float_timing.median_ms, int8_timing.median_ms,
+        int8_timing.median_ms / float_timing.median_ms, size.float_bytes, size.int8_bytes,
         static_cast<double>(size.float_bytes) / static_cast<double>(size.int8_bytes), count,
         onednn::describe());
   return 0;
