@@ -163,6 +163,8 @@ int64_t quantize_dynamic(Module& module, const QuantizeOptions& options) {
   for (Linear* l : linears)
     if (l->weight().dtype() == kFloat32)
       done.emplace_back(l, std::make_shared<const QuantizedLinear>(*l, options));
+  for (Linear* l : linears)
+    if (l->weight().dtype() != kFloat32) l->set_quantized(nullptr);  // e.g. after to(kFloat64)
   for (auto& [l, q] : done) l->set_quantized(std::move(q));
   return static_cast<int64_t>(done.size());
 }

@@ -210,6 +210,13 @@ TEST_CASE("quantize_dynamic: inference only, stale weights and float64 layers", 
   CHECK_THROWS_WITH((*first)(x), Contains("stale") && Contains("quantize_dynamic"));
   CHECK(nn::quantize_dynamic(*model) == 1);
   CHECK_NOTHROW((*first)(x));
+  // Converted to float64 after quantising: stale until quantize_dynamic, which then leaves it
+  // float.
+  model->to(kFloat64);
+  CHECK_THROWS_WITH((*first)(x.to(kFloat64)), Contains("stale"));
+  CHECK(nn::quantize_dynamic(*model) == 0);
+  CHECK(first->quantized() == nullptr);
+  CHECK_NOTHROW((*first)(x.to(kFloat64)));
   // A bare Linear is quantised too.
   nn::Linear bare(3, 3);
   CHECK(nn::quantize_dynamic(bare) == 1);
