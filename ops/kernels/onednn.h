@@ -2,11 +2,11 @@
 // has no bf16 GEMM and no int8 GEMM), run through oneDNN's matmul primitive. Plain C++ here; no
 // oneDNN type leaves ops/kernels/onednn.cpp.
 //
-// One engine and one stream for the process; primitives are kept in a bounded LRU cache keyed by
-// everything that shapes one (sizes, strides, transposes, data types, post-op, thread count), so
-// a model's repeated shapes build each primitive once. oneDNN's OpenMP runtime runs each call on
-// nabla's active thread count (core/parallel.h); in deterministic mode on one thread, so the
-// result does not depend on the thread count.
+// One engine for the process and a stream per calling thread; primitives are kept in a bounded LRU
+// cache keyed by everything that shapes one (sizes, strides, transposes, data types, post-op,
+// thread count), so a model's repeated shapes build each primitive once. oneDNN's OpenMP runtime
+// runs each call on nabla's active thread count (core/parallel.h); in deterministic mode on one
+// thread, so the result does not depend on the thread count.
 //
 // Built only with NABLA_WITH_ONEDNN (cmake/oneDNN.cmake). Without it available() is false and
 // every kernel throws a nabla::Error that says oneDNN is missing and how to get it.
