@@ -97,6 +97,10 @@ def benches():
                                ("encoder_infer", "small", "infer")]:
         args = ["--config", config, "--mode", mode]
         out.append(Bench(name, ["bench_encoder", *args], ["encoder.py", *args]))
+    # encoder_infer with int8 Linear layers (bench/int8.cpp: nn::quantize_dynamic; the twin:
+    # torch's quantize_dynamic). encoder_infer.int8 / encoder_infer is nabla's int8 speed-up.
+    args = ["--config", "small", "--precision", "int8"]
+    out.append(Bench("encoder_infer.int8", ["bench_int8", *args], ["int8.py", *args]))
     out.append(Bench("vit_small", ["bench_vit"], ["vit.py"]))
     out.append(Bench("cnn_small", ["bench_cnn"], ["cnn.py"]))
     # char_gpt's model (bench/gpt.cpp): a training step at the example's batch and context, and

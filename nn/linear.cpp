@@ -7,6 +7,7 @@
 
 #include "nabla/core/error.h"
 #include "nabla/nn/init.h"
+#include "nabla/nn/quantized.h"
 #include "nabla/ops/linear.h"
 
 namespace nabla::nn {
@@ -44,13 +45,19 @@ void Linear::check_input(const Tensor& x) const {
 
 Tensor Linear::forward(const Tensor& x) const {
   check_input(x);
+  if (quantized_) return quantized_->forward_for(*this, x);
   return linear(x, weight_, bias_);  // one GEMM over the flattened leading dims
 }
 
 Tensor Linear::forward_activation(const Tensor& x, LinearActivation act) const {
   ScopeEntry scope = enter_scope();  // grouped with this module in graph pictures; no hooks
   check_input(x);
+  if (quantized_) return quantized_->forward_for(*this, x, act);
   return linear_activation(x, weight_, bias_, act);
+}
+
+void Linear::set_quantized(std::shared_ptr<const QuantizedLinear> quantized) {
+  quantized_ = std::move(quantized);
 }
 
 }  // namespace nabla::nn

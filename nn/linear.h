@@ -1,12 +1,15 @@
 // nn::Linear: y = x W^T + b with PyTorch's default initialisation and parameter names.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "nabla/core/generator.h"
 #include "nabla/nn/module.h"
 #include "nabla/ops/linear.h"
 
 namespace nabla::nn {
+
+class QuantizedLinear;  // nn/quantized.h
 
 struct LinearOptions {
   bool bias = true;
@@ -36,10 +39,15 @@ class Linear : public Module {
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }  // undefined when bias = false
 
+  // Inference through an int8 copy of the weight (nn/quantized.h: quantize_dynamic); null: float.
+  void set_quantized(std::shared_ptr<const QuantizedLinear> quantized);
+  const std::shared_ptr<const QuantizedLinear>& quantized() const { return quantized_; }
+
  private:
   void check_input(const Tensor& x) const;  // throws naming Linear and the shapes
   int64_t in_features_, out_features_;
   Tensor weight_, bias_;
+  std::shared_ptr<const QuantizedLinear> quantized_;
 };
 
 }  // namespace nabla::nn

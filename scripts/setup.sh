@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-openmp-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
-  libcli11-dev clang-format libgraphviz-dev
+  libcli11-dev clang-format libgraphviz-dev libdnnl-dev
   clang libclang-rt-14-dev libomp-14-dev
   libcairo2-dev libpango1.0-dev libfontconfig-dev fonts-dejavu-core libexpat1-dev
   dataset-fashion-mnist

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "examples/common/cli.h"
+#include "examples/common/int8_eval.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
 #include "examples/common/training_run.h"
@@ -39,6 +40,7 @@ struct Config {
   std::string out = "runs/transformer_langid";
   bool resume = false, smoke = false;
   bool checkpoint_layers = false;  // recompute the encoder layers' activations in backward
+  bool int8 = false;               // also evaluate with int8 Linear layers (nn::quantize_dynamic)
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
@@ -160,6 +162,7 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
       .flag("--checkpoint-layers", c.checkpoint_layers,
             "gradient checkpointing: recompute the encoder layers in backward (less memory)")
+      .flag("--int8", c.int8, "after training, evaluate in float32 and with int8 Linear layers")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "a few steps on a small slice (for tests)");
   return cli.parse(argc, argv);
@@ -313,10 +316,14 @@ int run(int argc, char** argv) {
       "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv, loss.png, "
       "confusion.png\n",
       test_acc, training.step(), train_s, c.out);
+  const std::string int8_fields =
+      c.int8
+          ? examples::compare_int8(model, [&] { return evaluate(model, d).confusion.accuracy(); })
+          : "";
   fmt::print(
       "RESULT example=transformer_langid test_accuracy={:.4f} steps={} params={} "
-      "train_s={:.1f}\n",
-      test_acc, training.step(), model.num_parameters(), train_s);
+      "train_s={:.1f}{}\n",
+      test_acc, training.step(), model.num_parameters(), train_s, int8_fields);
   return 0;
 }
 

@@ -18,6 +18,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/fashion_mnist.h"
+#include "examples/common/int8_eval.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
@@ -45,6 +46,7 @@ struct Config {
   bool augment = false;  // random flips and shifts (the longer setting)
   bool resume = false, smoke = false;
   bool checkpoint_layers = false;  // recompute the blocks' activations in backward
+  bool int8 = false;               // also evaluate with int8 Linear layers (nn::quantize_dynamic)
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
@@ -72,6 +74,7 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--test-limit", c.test_limit, "use only this many test images (0 = all)")
       .flag("--checkpoint-layers", c.checkpoint_layers,
             "gradient checkpointing: recompute the blocks in backward (less memory)")
+      .flag("--int8", c.int8, "after training, evaluate in float32 and with int8 Linear layers")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "two short epochs on 256 train / 256 test images (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return exit_code;
@@ -204,10 +207,15 @@ int run(int argc, char** argv) {
       "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv and (.png, .svg) "
       "loss, confusion, attention, samples\n",
       test_acc, training.step(), train_s, c.out);
+  const std::string int8_fields =
+      c.int8
+          ? examples::compare_int8(
+                model, [&] { return evaluate(model, d, c.label_smoothing).confusion.accuracy(); })
+          : "";
   fmt::print(
       "RESULT example=vit_fashion_mnist test_accuracy={:.4f} steps={} params={} "
-      "train_s={:.1f}\n",
-      test_acc, training.step(), model.num_parameters(), train_s);
+      "train_s={:.1f}{}\n",
+      test_acc, training.step(), model.num_parameters(), train_s, int8_fields);
   return 0;
 }
 

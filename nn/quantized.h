@@ -1,0 +1,88 @@
+// Dynamic int8 quantisation of Linear layers for inference, as PyTorch's
+// torch.ao.quantization.quantize_dynamic with per_channel_dynamic_qconfig
+// (https://pytorch.org/docs/stable/generated/torch.ao.quantization.quantize_dynamic.html):
+// - weights: signed 8-bit, symmetric, one scale per output channel (row j of W):
+//   s_j = max_t |W[j, t]| / 127, q = round(W / s_j) in [-127, 127] (s_j = 1 for a zero row);
+// - activations: unsigned 8-bit, asymmetric, one scale and zero point per call ("per batch")
+//   from the input's min and max with 0 in the range (PyTorch's choose_qparams);
+//   7 bits (0..127, PyTorch's reduce_range) on CPUs without VNNI, whose u8 x s8 pair
+//   instructions saturate at 16 bits;
+// - the product: oneDNN's int8 matmul, exact int32 sums, scaled to float32, plus the float bias
+//   (ops/kernels/onednn.h).
+// Inference only: a quantised Linear in training mode, or fed an input that requires grad, throws.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "nabla/nn/linear.h"
+#include "nabla/ops/linear.h"
+
+namespace nabla::nn {
+
+// The quantisation of one activation tensor: q = clamp(round(x / scale) + zero_point, 0, qmax).
+struct ActivationQuantization {
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+  int32_t qmax = 255;
+};
+// PyTorch's choose_qparams for quint8 over [min(lo, 0), max(hi, 0)] (qmax 127 with reduce_range).
+ActivationQuantization choose_activation_quantization(float lo, float hi, bool reduce_range);
+// True on CPUs without VNNI (AVX-512 VNNI, AVX-VNNI or AMX), where 8-bit activations can
+// saturate oneDNN's int8 products: there activations use 7 bits.
+bool default_reduce_range();
+
+struct QuantizeOptions {
+  std::optional<bool> reduce_range;  // unset: default_reduce_range()
+};
+
+// An int8 copy of one float32 Linear, made by quantize_dynamic (or directly) and run by
+// Linear::forward once installed with Linear::set_quantized.
+class QuantizedLinear {
+ public:
+  // Quantises linear's weight now. Throws when oneDNN is missing or the weight is not float32.
+  explicit QuantizedLinear(const Linear& linear, const QuantizeOptions& options = {});
+
+  // y = act(x W^T + b) with x (..., in) float32 -> (..., out) float32, through int8.
+  Tensor forward(const Tensor& x, std::optional<LinearActivation> act = std::nullopt) const;
+  // Linear::forward's path: checks that `linear` is in eval mode, that x needs no gradient and
+  // that linear's weight has not changed since it was quantised, then runs forward.
+  Tensor forward_for(const Linear& linear, const Tensor& x,
+                     std::optional<LinearActivation> act = std::nullopt) const;
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  bool reduce_range() const { return reduce_range_; }
+  const std::vector<int8_t>& weight_int8() const { return weight_; }  // (out, in) row-major
+  const std::vector<float>& weight_scales() const { return scales_; }
+  const Tensor& bias() const { return bias_; }  // the Linear's own bias tensor
+  // Bytes of the int8 weight and its scales (the bias stays float32 and is shared).
+  int64_t weight_bytes() const;
+
+ private:
+  int64_t in_features_, out_features_;
+  bool reduce_range_;
+  std::vector<int8_t> weight_;
+  std::vector<float> scales_;
+  Tensor bias_;
+  const void* source_storage_;  // the Linear weight's storage and version when quantised
+  uint64_t source_version_;
+};
+
+// Makes every float32 Linear in `module`'s tree (module itself included; MultiheadAttention's
+// out_proj too) run through int8 and returns how many. Not quantised: float64 Linears, weights
+// used without a Linear (MultiheadAttention's in_proj_weight, Conv2d, Embedding, the RNNs), and
+// every other op (attention scores, LayerNorm, softmax stay float32). The float weights stay in
+// the module, so state_dict()/save still write the float model (quantise again after loading);
+// a weight changed after quantising (load_state_dict, an optimizer step, to()) makes the next
+// forward throw until quantize_dynamic runs again. Throws, changing nothing, without oneDNN.
+int64_t quantize_dynamic(Module& module, const QuantizeOptions& options = {});
+// Undoes quantize_dynamic: every Linear in the tree runs in float again. Returns how many.
+int64_t dequantize(Module& module);
+// Sum of weight_bytes() over the quantised Linears, and of the float bytes they replace.
+struct QuantizedSize {
+  int64_t int8_bytes = 0, float_bytes = 0;
+};
+QuantizedSize quantized_size(const Module& module);
+
+}  // namespace nabla::nn

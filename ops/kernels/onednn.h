@@ -1,0 +1,68 @@
+// The oneDNN backend: the low-precision matrix products OpenBLAS lacks (Debian's OpenBLAS 0.3.21
+// has no bf16 GEMM and no int8 GEMM), run through oneDNN's matmul primitive. Plain C++ here; no
+// oneDNN type leaves ops/kernels/onednn.cpp.
+//
+// One engine for the process and a stream per calling thread; primitives are kept in a bounded LRU
+// cache keyed by everything that shapes one (sizes, strides, transposes, data types, post-op,
+// thread count), so a model's repeated shapes build each primitive once. oneDNN's OpenMP runtime
+// runs each call on nabla's active thread count (core/parallel.h); in deterministic mode on one
+// thread, so the result does not depend on the thread count.
+//
+// Built only with NABLA_WITH_ONEDNN (cmake/oneDNN.cmake). Without it available() is false and
+// every kernel throws a nabla::Error that says oneDNN is missing and how to get it.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace nabla::onednn {
+
+bool available();
+// "oneDNN v2.6.3 (cpu runtime OpenMP)", or the sentence saying nabla was built without it.
+std::string describe();
+// Throws nabla::Error naming `what` (the public entry point) when oneDNN is missing.
+void require(const char* what);
+
+// C[b] = op(A[b]) op(B[b]) for b < batch: A and B hold bfloat16 bit patterns (the top half of a
+// float32), C is float32; products accumulate in float32. op(A) is m x k: A is stored m x k with
+// row stride lda, or (trans_a) k x m with row stride lda; likewise op(B), k x n. C is m x n with
+// row stride ldc. The batch strides are in elements (0 repeats one matrix for every b).
+struct Bf16Matmul {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t batch_stride_a = 0, batch_stride_b = 0, batch_stride_c = 0;
+  // Dense operands: rows of length k (or m, n when transposed), matrices one after another.
+  static Bf16Matmul dense(int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a = false,
+                          bool trans_b = false);
+};
+void matmul_bf16(const Bf16Matmul& p, const uint16_t* a, const uint16_t* b, float* c);
+
+// The activation applied to an int8 product's float32 output (a oneDNN post-op).
+enum class Activation : uint8_t { None, ReLU, GELU, GELUTanh };
+
+// The int8 linear map of dynamic quantisation (PyTorch's quantized::linear_dynamic):
+//   C[i, j] = act(x_scale * w_scales[j] * sum_t (X[i, t] - x_zero_point) * W[j, t] + bias[j])
+// X: m x k unsigned 8-bit activations, row stride ldx; W: n x k signed 8-bit weights, row-major
+// (a Linear's (out, in) layout); w_scales: n; bias: n float32 or null; C: m x n float32, row
+// stride ldc. The sum is exact (int32).
+struct Int8Linear {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t ldx = 0, ldc = 0;
+  float x_scale = 1.0f;
+  int32_t x_zero_point = 0;
+  Activation activation = Activation::None;
+};
+void linear_u8s8(const Int8Linear& p, const uint8_t* x, const int8_t* w, const float* w_scales,
+                 const float* bias, float* c);
+
+// The primitive cache: hits and misses since the last clear, entries now, and the bound.
+struct CacheStats {
+  int64_t hits = 0, misses = 0, size = 0, capacity = 0;
+};
+CacheStats cache_stats();
+void clear_cache();                  // also zeroes the counts
+void set_cache_capacity(int64_t n);  // >= 1; drops the least recently used beyond it
+// The OpenMP thread count oneDNN's last call ran with (0 before any call).
+int last_call_threads();
+
+}  // namespace nabla::onednn

@@ -1,0 +1,224 @@
+// Dynamic int8 quantisation (nn/quantized.h): QuantizedLinear against the float Linear within the
+// quantisation error bound, the 4x smaller weights, quantize_dynamic on a Transformer encoder,
+// and the inference-only and stale-weight errors.
+#include "nabla/nn/quantized.h"
+
+#include <cmath>
+#include <vector>
+
+#include "nabla/ops/kernels/onednn.h"
+#include "tests/helpers.h"
+
+using namespace nabla;
+using Catch::Matchers::Contains;
+
+namespace {
+
+#define REQUIRE_ONEDNN()                                                         \
+  if (!onednn::available()) {                                                    \
+    CHECK_THROWS_WITH(nn::quantize_dynamic(*std::make_shared<nn::Linear>(2, 2)), \
+                      Contains("built without oneDNN"));                         \
+    return;                                                                      \
+  }
+
+// Per output element, with x^ = s_x (q_x - z), |x - x^| <= s_x / 2 and W^ = s_w q_w,
+// |w - w^| <= s_w / 2, and x w - x^ w^ = (x - x^) w + x (w - w^) - (x - x^)(w - w^):
+//   |y - y^| <= sum_t (s_x / 2 |w_t| + s_w / 2 |x_t| + s_x s_w / 4)
+// plus float32 rounding of the scaling (relative 1e-5 of sum |x_t w_t| + |y|).
+void check_within_bound(const nn::Linear& linear, const nn::QuantizedLinear& q, const Tensor& x) {
+  NoGradGuard no_grad;
+  const Tensor got = q.forward(x);
+  const int64_t in = linear.in_features(), out = linear.out_features();
+  const auto xv = x.contiguous().to_vector<float>();
+  const auto wv = linear.weight().to_vector<float>();
+  const auto bv =
+      linear.bias().defined() ? linear.bias().to_vector<float>() : std::vector<float>(out, 0.0f);
+  const auto gv = got.to_vector<float>();
+  float lo = 0, hi = 0;
+  for (float v : xv) lo = std::min(lo, v), hi = std::max(hi, v);
+  const double s_x = nn::choose_activation_quantization(lo, hi, q.reduce_range()).scale;
+  const int64_t rows = in > 0 ? x.numel() / in : 0;
+  double worst_ratio = 0, max_err = 0, max_y = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < out; ++j) {
+      const double s_w = q.weight_scales()[j];
+      double y = bv[j], bound = 0, mag = std::fabs(bv[j]);
+      for (int64_t t = 0; t < in; ++t) {
+        const double xt = xv[i * in + t], wt = wv[j * in + t];
+        y += xt * wt;
+        mag += std::fabs(xt * wt);
+        bound += s_x / 2 * std::fabs(wt) + s_w / 2 * std::fabs(xt) + s_x * s_w / 4;
+      }
+      bound += 1e-5 * (mag + std::fabs(y)) + 1e-6;
+      const double err = std::fabs(gv[i * out + j] - y);
+      worst_ratio = std::max(worst_ratio, err / bound);
+      max_err = std::max(max_err, err), max_y = std::max(max_y, std::fabs(y));
+    }
+  CAPTURE(in, out, rows, q.reduce_range(), max_err, max_y);
+  CHECK(worst_ratio <= 1.0);
+  // Not vacuous: the int8 result is a close approximation of the float one.
+  CHECK(max_err <= 0.05 * max_y + 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("QuantizedLinear: within the quantisation error bound of the float Linear",
+          "[quantized]") {
+  REQUIRE_ONEDNN();
+  manual_seed(11);
+  struct Case {
+    int64_t in, out;
+    Shape x;
+    bool bias;
+  };
+  const std::vector<Case> cases = {{1, 1, {1, 1}, true},      {37, 19, {5, 7, 37}, true},
+                                   {64, 48, {33, 64}, false}, {128, 96, {2, 16, 128}, true},
+                                   {9, 5, {9}, true},         {16, 8, {3, 16}, true}};
+  for (const Case& c : cases)
+    for (bool reduce : {false, true}) {
+      nn::Linear linear(c.in, c.out, c.bias);
+      const nn::QuantizedLinear q(linear, {.reduce_range = reduce});
+      CHECK(q.reduce_range() == reduce);
+      Tensor x = randn(c.x) * 2.0;
+      check_within_bound(linear, q, x);
+      // A non-contiguous input (a transposed view) gives the same values.
+      if (c.x.size() == 2 && c.x[0] > 1) {
+        Tensor xt = randn({c.x[1], c.x[0]}).transpose(0, 1);
+        check_within_bound(linear, q, xt);
+      }
+    }
+}
+
+TEST_CASE("QuantizedLinear: the weight is 4x smaller, one scale per output channel",
+          "[quantized]") {
+  REQUIRE_ONEDNN();
+  nn::Linear linear(128, 64);
+  const nn::QuantizedLinear q(linear);
+  const int64_t float_bytes = linear.weight().numel() * 4;
+  CHECK(static_cast<int64_t>(q.weight_int8().size()) * 4 == float_bytes);
+  CHECK(q.weight_scales().size() == 64);
+  CHECK(q.weight_bytes() == float_bytes / 4 + 64 * 4);
+  // Symmetric per row: the largest |w| of each row maps to +-127.
+  const auto w = linear.weight().to_vector<float>();
+  for (int64_t j = 0; j < 64; ++j) {
+    int max_q = 0;
+    for (int64_t t = 0; t < 128; ++t)
+      max_q = std::max(max_q, std::abs(int{q.weight_int8()[j * 128 + t]}));
+    CHECK(max_q == 127);
+  }
+}
+
+TEST_CASE("QuantizedLinear: activation range, zero rows, empty and edge inputs", "[quantized]") {
+  REQUIRE_ONEDNN();
+  // PyTorch's choose_qparams: 0 inside the range, zero point = round(-min / scale).
+  const auto a = nn::choose_activation_quantization(-1.0f, 3.0f, false);
+  CHECK(a.scale == Approx(4.0 / 255));
+  CHECK(a.zero_point == 64);
+  const auto b = nn::choose_activation_quantization(2.0f, 5.0f, true);
+  CHECK(b.zero_point == 0);
+  CHECK(b.qmax == 127);
+  CHECK(nn::choose_activation_quantization(0.0f, 0.0f, false).scale == 0.1f);
+
+  NoGradGuard no_grad;
+  nn::Linear zero(4, 3);
+  Tensor zero_weight = zero.weight();
+  zero_weight.fill_(0.0);
+  const nn::QuantizedLinear qz(zero);
+  CHECK(qz.weight_scales() == std::vector<float>(3, 1.0f));
+  CHECK_CLOSE(qz.forward(ones({2, 4})), zero.bias().unsqueeze(0).expand({2, 3}), 1e-6, 1e-6);
+
+  nn::Linear linear(5, 3);
+  const nn::QuantizedLinear q(linear);
+  CHECK(q.forward(zeros({0, 5})).shape() == Shape{0, 3});
+  CHECK(q.forward(zeros({2, 0, 5})).shape() == Shape{2, 0, 3});
+  nn::Linear no_inputs(0, 3);
+  CHECK_CLOSE(nn::QuantizedLinear(no_inputs).forward(zeros({2, 0})),
+              no_inputs.bias().unsqueeze(0).expand({2, 3}), 1e-6, 1e-6);
+  Tensor bad = ones({2, 5});
+  bad.data_ptr<float>()[3] = NAN;
+  CHECK_THROWS_WITH(q.forward(bad), Contains("QuantizedLinear") && Contains("non-finite"));
+  CHECK_THROWS_AS(q.forward(ones({2, 4})), ShapeError);
+  CHECK_THROWS_AS(q.forward(ones({2, 5}, kFloat64)), DTypeError);
+  nn::Linear doubles(3, 2, true, kFloat64);
+  CHECK_THROWS_WITH(nn::QuantizedLinear(doubles), Contains("float32") && Contains("float64"));
+}
+
+TEST_CASE("quantize_dynamic: a Transformer encoder runs int8 close to float", "[quantized]") {
+  REQUIRE_ONEDNN();
+  manual_seed(5);
+  nn::TransformerLayerOptions o{.d_model = 32,
+                                .nhead = 4,
+                                .dim_feedforward = 64,
+                                .dropout = 0.0,
+                                .activation = nn::FFNActivation::GELU,
+                                .batch_first = true};
+  auto encoder = std::make_shared<nn::TransformerEncoder>(o, 2, true);
+  encoder->eval();
+  NoGradGuard no_grad;
+  const Tensor x = randn({3, 10, 32});
+  const Tensor expected = (*encoder)(x);
+  // Per layer: self_attn.out_proj, linear1, linear2 (in_proj is a raw weight, not a Linear).
+  CHECK(nn::quantize_dynamic(*encoder) == 6);
+  CHECK(encoder->layer(0)->self_attn()->out_proj()->quantized() != nullptr);
+  const nn::QuantizedSize size = nn::quantized_size(*encoder);
+  CHECK(size.float_bytes == 2 * 4 * (32 * 32 + 2 * 32 * 64));
+  // A quarter, plus one float32 scale per output channel (32 + 64 + 32 per layer).
+  CHECK(size.int8_bytes == size.float_bytes / 4 + 4 * 2 * (32 + 64 + 32));
+  const Tensor got = (*encoder)(x);
+  // LayerNorm-scaled outputs (|y| ~ 1); seen here: max 0.013, mean 0.0028.
+  const double max_diff = max(abs(got - expected)).item<float>();
+  const double mean_diff = mean(abs(got - expected)).item<float>();
+  CAPTURE(max_diff, mean_diff);
+  CHECK(max_diff < 0.05);
+  CHECK(mean_diff < 0.01);
+  CHECK(max_diff > 0.0);  // it did run through int8
+
+  // state_dict is the float model: a fresh model loaded from it and quantised gives the same bits.
+  auto copy = std::make_shared<nn::TransformerEncoder>(o, 2, true);
+  copy->load_state_dict(encoder->state_dict());
+  copy->eval();
+  CHECK(nn::quantize_dynamic(*copy) == 6);
+  CHECK(test::bit_equal((*copy)(x), got));
+
+  // Undone: float again, bit for bit.
+  CHECK(nn::dequantize(*encoder) == 6);
+  CHECK(test::bit_equal((*encoder)(x), expected));
+}
+
+TEST_CASE("quantize_dynamic: inference only, stale weights and float64 layers", "[quantized]") {
+  REQUIRE_ONEDNN();
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(4, 8));
+  model->push_back(std::make_shared<nn::Linear>(8, 2, true, kFloat64));
+  CHECK(nn::quantize_dynamic(*model) == 1);  // the float64 Linear stays float
+  auto first = model->at<nn::Linear>(0);
+  const Tensor x = randn({3, 4});
+  {
+    NoGradGuard no_grad;
+    CHECK_THROWS_WITH((*first)(x), Contains("training mode") && Contains("eval()"));
+  }
+  model->eval();
+  CHECK_THROWS_WITH((*first)(x.detach().requires_grad_()),
+                    Contains("inference only") && Contains("requires grad"));
+  CHECK_NOTHROW((*first)(x));  // grad mode on, but nothing asks for a gradient
+  CHECK((*first)(x).shape() == Shape{3, 8});
+  CHECK((*first).forward_activation(x, LinearActivation::ReLU).shape() == Shape{3, 8});
+  CHECK(min((*first).forward_activation(x, LinearActivation::ReLU)).item<float>() >= 0.0f);
+  // A weight changed in place (load_state_dict) leaves the int8 copy stale: an error, not old
+  // results.
+  model->load_state_dict(model->state_dict());
+  CHECK_THROWS_WITH((*first)(x), Contains("stale") && Contains("quantize_dynamic"));
+  CHECK(nn::quantize_dynamic(*model) == 1);
+  CHECK_NOTHROW((*first)(x));
+  // Converted to float64 after quantising: stale until quantize_dynamic, which then leaves it
+  // float.
+  model->to(kFloat64);
+  CHECK_THROWS_WITH((*first)(x.to(kFloat64)), Contains("stale"));
+  CHECK(nn::quantize_dynamic(*model) == 0);
+  CHECK(first->quantized() == nullptr);
+  CHECK_NOTHROW((*first)(x.to(kFloat64)));
+  // A bare Linear is quantised too.
+  nn::Linear bare(3, 3);
+  CHECK(nn::quantize_dynamic(bare) == 1);
+  CHECK(bare.quantized() != nullptr);
+}
