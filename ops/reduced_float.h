@@ -8,6 +8,9 @@
 // reduced floats on CPU (compute in float, store in the storage type). Ops without the line
 // reach dispatch_float/dispatch_numeric, whose DTypeError names the op and says .to(kFloat32).
 #pragma once
+#include <array>
+#include <utility>
+
 #include "nabla/core/tensor.h"
 
 namespace nabla::reduced {
@@ -39,8 +42,16 @@ template <class F, class... Ts>
 Tensor in_float32(const char* op, F&& f, const Ts&... xs) {
   const DType result = result_dtype(op, xs...);
   const DType compute = is_reduced_float(result) ? kFloat32 : result;
-  auto widen = [compute](const Tensor& t) {
-    return t.defined() && is_reduced_float(t.dtype()) ? t.to(compute) : t;
+  // One copy per distinct tensor: a tensor passed twice (mul(x, x)) has one widened twin, so its
+  // two gradients are summed in float32 and rounded once.
+  std::array<std::pair<const TensorImpl*, Tensor>, sizeof...(Ts)> widened;
+  size_t count = 0;
+  auto widen = [&](const Tensor& t) -> Tensor {
+    if (!t.defined() || !is_reduced_float(t.dtype())) return t;
+    for (size_t i = 0; i < count; ++i)
+      if (widened[i].first == t.impl_ptr().get()) return widened[i].second;
+    widened[count] = {t.impl_ptr().get(), t.to(compute)};
+    return widened[count++].second;
   };
   Tensor y = f(widen(xs)...);
   return is_reduced_float(result) && is_floating(y.dtype()) ? y.to(result) : y;
