@@ -66,12 +66,9 @@ TEST_CASE("half: safetensors BF16/F16 round trip is bit-exact", "[core][half][io
   const std::vector<float16> odd_f16 = {float16::from_bits(0x7e01), float16::from_bits(0x0001),
                                         float16::from_bits(0xfc00), float16::from_bits(0x8000)};
   io::NamedTensors in = {
-      {"bf16", randn({3, 4}, g).to(kBFloat16)},
-      {"f16", randn({2, 5}, g).to(kFloat16)},
-      {"bf16_odd", from_vector(odd_bf16, {5})},
-      {"f16_odd", from_vector(odd_f16, {2, 2})},
-      {"view", randn({4, 3}, g).to(kFloat16).t()},
-      {"empty", zeros({0, 2}, kBFloat16)},
+      {"bf16", randn({3, 4}, g).to(kBFloat16)},    {"f16", randn({2, 5}, g).to(kFloat16)},
+      {"bf16_odd", from_vector(odd_bf16, {5})},    {"f16_odd", from_vector(odd_f16, {2, 2})},
+      {"view", randn({4, 3}, g).to(kFloat16).t()}, {"empty", zeros({0, 2}, kBFloat16)},
   };
   const std::string path = temp_path("half.safetensors");
   io::save_safetensors(path, in);
