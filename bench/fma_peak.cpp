@@ -31,7 +31,12 @@ __attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
   }
   __m512 s = acc[0];
   for (int j = 1; j < kAcc; ++j) s = _mm512_add_ps(s, acc[j]);
-  return _mm512_reduce_add_ps(s);
+  // Not _mm512_reduce_add_ps: GCC 12's expansion trips -Wuninitialized (_mm256_undefined_pd).
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  float total = 0;
+  for (const float v : lanes) total += v;
+  return total;
 }
 
 // acc = acc * a + b on kAcc x 8 lanes, iters times: kAcc * 8 * 2 flop per iteration. a < 1 keeps

@@ -8,7 +8,8 @@
 // class and thread); blocks over 32 MiB are not cached; a free block not reused while twice the
 // peak live bytes have been allocated goes back to the system; the cache holds at most
 // `cache_limit` bytes (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is
-// returned; 0 turns both caches off). Thread-safe.
+// returned; 0 turns both caches off). Blocks of 128 KiB and more are mapped from the kernel
+// directly (not malloc), so a released one leaves the process. Thread-safe.
 //
 // Blocks of every size are also counted by the bytes of their size class: live_bytes() (in live
 // storages) and idle_cache_bytes() (free blocks held for reuse), the memory ledger's ground truth
