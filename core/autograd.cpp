@@ -203,7 +203,7 @@ struct GradSumBackward final : Node {
 Tensor grad_sum(const Tensor& a, const Tensor& b) {
   Tensor y = empty(a.shape(), a.dtype());
   std::array<Shape, 3> st = {y.strides(), a.strides(), b.strides()};
-  dispatch_float(a.dtype(), "grad_sum", [&](auto tag) {
+  dispatch_floating(a.dtype(), "grad_sum", [&](auto tag) {
     using T = decltype(tag);
     T* yp = y.data_ptr<T>();
     const T* ap = a.data_ptr<T>();
@@ -212,7 +212,7 @@ Tensor grad_sum(const Tensor& a, const Tensor& b) {
         a.shape(), st, 1,
         [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {
           for (int64_t i = 0; i < n; ++i)
-            yp[o[0] + i * s[0]] = ap[o[1] + i * s[1]] + bp[o[2] + i * s[2]];
+            yp[o[0] + i * s[0]] = static_cast<T>(ap[o[1] + i * s[1]] + bp[o[2] + i * s[2]]);
         });
   });
   if (auto node = make_node<GradSumBackward>({&a, &b})) set_history(y, node);
@@ -225,14 +225,17 @@ bool exclusively_owned(const Tensor& t) {
 
 void grad_add_(const Tensor& dst, const Tensor& src) {
   std::array<Shape, 2> st = {dst.strides(), src.strides()};
-  dispatch_float(dst.dtype(), "grad_add_", [&](auto tag) {
+  dispatch_floating(dst.dtype(), "grad_add_", [&](auto tag) {
     using T = decltype(tag);
     T* dp = dst.data_ptr<T>();
     const T* sp = src.data_ptr<T>();
     strided_for_each<2>(
         dst.shape(), st, 1,
         [&](const std::array<int64_t, 2>& o, int64_t n, const std::array<int64_t, 2>& s) {
-          for (int64_t i = 0; i < n; ++i) dp[o[0] + i * s[0]] += sp[o[1] + i * s[1]];
+          for (int64_t i = 0; i < n; ++i) {
+            T& d = dp[o[0] + i * s[0]];
+            d = static_cast<T>(d + sp[o[1] + i * s[1]]);  // bfloat16/float16: one rounding
+          }
         });
   });
   dst.storage()->bump_version();

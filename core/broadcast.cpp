@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "nabla/core/autograd.h"
+#include "nabla/core/copy.h"
 #include "nabla/core/parallel.h"
 #include "nabla/core/strided_loop.h"
 
@@ -46,6 +47,14 @@ bool reduces_leading_dims(const Tensor& x, const Shape& keepdim_shape) {
 }  // namespace
 
 Tensor sum_to_kernel(const Tensor& x, const Shape& keepdim_shape) {
+  if (is_reduced_float(x.dtype())) {  // summed in float32, rounded once (ops/reduced_float.h)
+    Tensor wide = empty(x.shape(), kFloat32);
+    copy_kernel(wide, x);
+    Tensor sum = sum_to_kernel(wide, keepdim_shape);
+    Tensor out = empty(keepdim_shape, x.dtype());
+    copy_kernel(out, sum);
+    return out;
+  }
   if (x.numel() > 0 && reduces_leading_dims(x, keepdim_shape) &&
       (x.dtype() == kFloat32 || x.dtype() == kFloat64)) {
     Tensor out = empty(keepdim_shape, x.dtype());

@@ -200,11 +200,11 @@ std::vector<Tensor> run_backward(Graph& graph, Node& node, const Tensor& grad,
 bool has_non_finite(const Tensor& t) {
   if (!is_floating(t.dtype())) return false;
   Tensor c = t.detach().contiguous();
-  return dispatch_float(c.dtype(), "anomaly", [&](auto tag) {
+  return dispatch_floating(c.dtype(), "anomaly", [&](auto tag) {
     using T = decltype(tag);
     const T* p = c.data_ptr<T>();
     for (int64_t i = 0; i < c.numel(); ++i)
-      if (!std::isfinite(p[i])) return true;
+      if (!std::isfinite(static_cast<double>(p[i]))) return true;
     return false;
   });
 }

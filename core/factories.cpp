@@ -176,6 +176,8 @@ template Tensor from_vector<float>(const std::vector<float>&, const Shape&);
 template Tensor from_vector<double>(const std::vector<double>&, const Shape&);
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&);
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&);
+template Tensor from_vector<bfloat16>(const std::vector<bfloat16>&, const Shape&);
+template Tensor from_vector<float16>(const std::vector<float16>&, const Shape&);
 
 Tensor tensor(std::initializer_list<double> values, DType dt) {
   std::vector<double> v(values);

@@ -24,6 +24,10 @@ static const char* cpp_type_name(DType dt) {
       return "int64_t";
     case kBool:
       return "bool";
+    case kBFloat16:
+      return "bfloat16";
+    case kFloat16:
+      return "float16";
   }
   return "?";
 }
@@ -37,6 +41,10 @@ static const char* dtype_constant(DType dt) {
       return "kInt64";
     case kBool:
       return "kBool";
+    case kBFloat16:
+      return "kBFloat16";
+    case kFloat16:
+      return "kFloat16";
   }
   return "?";
 }
@@ -89,6 +97,8 @@ template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template int64_t Tensor::item<int64_t>() const;
 template bool Tensor::item<bool>() const;
+template bfloat16 Tensor::item<bfloat16>() const;
+template float16 Tensor::item<float16>() const;
 
 double Tensor::item() const { return item<double>(); }
 
@@ -103,6 +113,8 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
+template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
+template std::vector<float16> Tensor::to_vector<float16>() const;
 
 // ----------------------------------------------------------------------------
 // clone / contiguous

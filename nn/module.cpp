@@ -193,7 +193,7 @@ void Module::load_state_dict(const StateDict& dict, bool strict) {
     if (!given.emplace(key, &t).second) duplicates.push_back(key);
 
   StateDict own = state_dict();
-  std::vector<std::string> missing, unexpected, mismatched;
+  std::vector<std::string> missing, unexpected, mismatched, wrong_dtype;
   std::map<std::string, bool> known;
   for (const auto& [key, t] : own) {
     known[key] = true;
@@ -205,6 +205,11 @@ void Module::load_state_dict(const StateDict& dict, bool strict) {
     } else if (it->second->shape() != t.shape()) {
       mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", key,
                                        shape_str(it->second->shape()), shape_str(t.shape())));
+    } else if (is_floating(it->second->dtype()) != is_floating(t.dtype())) {
+      // Floating dtypes convert (a BF16 file into a float32 model widens exactly); a float
+      // into int64/bool or back would be a silent truncation.
+      wrong_dtype.push_back(fmt::format("{}: checkpoint {} vs model {}", key,
+                                        dtype_name(it->second->dtype()), dtype_name(t.dtype())));
     }
   }
   for (const auto& [key, t] : dict)
@@ -216,6 +221,9 @@ void Module::load_state_dict(const StateDict& dict, bool strict) {
   if (strict && !unexpected.empty())
     problems.push_back("unexpected keys: " + join(unexpected, ", "));
   if (!mismatched.empty()) problems.push_back("shape mismatch for " + join(mismatched, ", "));
+  if (!wrong_dtype.empty())
+    problems.push_back("dtype mismatch (floating dtypes convert, others must match) for " +
+                       join(wrong_dtype, ", "));
   if (!problems.empty())
     throw ValueError(fmt::format("{}.load_state_dict: {}", type_name_, join(problems, "; ")));
 

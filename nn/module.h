@@ -187,9 +187,11 @@ class Module {
   // are detached handles sharing storage with the module (clone() them to snapshot).
   StateDict state_dict() const;
   // Copies values in place (under NoGradGuard), so parameter handles held elsewhere (an
-  // optimizer) stay valid; converts dtype like copy_. Everything is validated first: a failed
-  // load changes nothing. strict: missing and unexpected keys are errors. Shape mismatches are
-  // always errors. One ValueError lists every problem.
+  // optimizer) stay valid. Floating dtypes convert like copy_: a BF16/F16 checkpoint into a
+  // float32 model widens exactly, a float32 one into a bfloat16 model rounds to nearest even; a
+  // floating tensor for an int64/bool one (or back) is an error. Everything is validated first:
+  // a failed load changes nothing. strict: missing and unexpected keys are errors. Shape and
+  // dtype mismatches are always errors. One ValueError lists every problem.
   void load_state_dict(const StateDict& dict, bool strict = true);
   // Converts every floating parameter and buffer to dt in place (handles stay valid; grads are
   // dropped). Call it before training, not while a graph is alive.

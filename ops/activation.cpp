@@ -16,6 +16,7 @@
 #include "nabla/ops/kernels/gelu.h"
 #include "nabla/ops/kernels/kernels.h"
 #include "nabla/ops/pointwise.h"
+#include "nabla/ops/reduced_float.h"
 #include "nabla/ops/unary.h"
 
 namespace nabla {
@@ -86,6 +87,9 @@ struct GeluBackward final : Node {
 };
 
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "gelu", [approximate](const Tensor& x32) { return gelu(x32, approximate); }, x);
   inspect::OpScope op_scope("gelu", {&x});
   Tensor y = kernels::tuned_enabled() ? kernels::gelu_forward(x, approximate)
                                       : gelu_reference(x, approximate);
@@ -150,6 +154,9 @@ struct SiluBackward final : Node {
 };
 
 Tensor silu(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "silu", [](const Tensor& x32) { return silu(x32); }, x);
   inspect::OpScope op_scope("silu", {&x});
   Tensor y = kernels::map_float("silu", x, [](auto v) {
     using T = decltype(v);

@@ -9,6 +9,7 @@
 #include "nabla/ops/compare.h"
 #include "nabla/ops/kernel_helpers.h"
 #include "nabla/ops/pointwise.h"
+#include "nabla/ops/reduced_float.h"
 #include "nabla/ops/unary.h"
 
 namespace nabla {
@@ -25,6 +26,9 @@ struct AddBackward final : Node {
 };
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (reduced::any(a, b))
+    return reduced::in_float32(
+        "add", [](const Tensor& a32, const Tensor& b32) { return add(a32, b32); }, a, b);
   inspect::OpScope op_scope("add", {&a, &b});
   Tensor y = kernels::map_binary_numeric("add", a, b, [](auto x, auto z) { return x + z; });
   if (auto node = make_node<AddBackward>({&a, &b})) set_history(y, node);
@@ -43,6 +47,9 @@ struct SubBackward final : Node {
 };
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (reduced::any(a, b))
+    return reduced::in_float32(
+        "sub", [](const Tensor& a32, const Tensor& b32) { return sub(a32, b32); }, a, b);
   inspect::OpScope op_scope("sub", {&a, &b});
   Tensor y = kernels::map_binary_numeric("sub", a, b, [](auto x, auto z) { return x - z; });
   if (auto node = make_node<SubBackward>({&a, &b})) set_history(y, node);
@@ -63,6 +70,9 @@ struct MulBackward final : Node {
 };
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (reduced::any(a, b))
+    return reduced::in_float32(
+        "mul", [](const Tensor& a32, const Tensor& b32) { return mul(a32, b32); }, a, b);
   inspect::OpScope op_scope("mul", {&a, &b});
   Tensor y = kernels::map_binary_numeric("mul", a, b, [](auto x, auto z) { return x * z; });
   if (auto node = make_node<MulBackward>({&a, &b})) {
@@ -89,6 +99,9 @@ struct DivBackward final : Node {
 };
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (reduced::any(a, b))
+    return reduced::in_float32(
+        "div", [](const Tensor& a32, const Tensor& b32) { return div(a32, b32); }, a, b);
   inspect::OpScope op_scope("div", {&a, &b});
   // Float only: int64 / int64 would truncate (PyTorch divides truly) and trap on a zero divisor.
   Tensor y = kernels::map_binary_float("div", a, b, [](auto x, auto z) { return x / z; });
@@ -110,6 +123,9 @@ struct NegBackward final : Node {
 };
 
 Tensor neg(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "neg", [](const Tensor& x32) { return neg(x32); }, x);
   inspect::OpScope op_scope("neg", {&x});
   Tensor y = kernels::map_unary<false>("neg", x, [](auto v) { return -v; });
   if (auto node = make_node<NegBackward>({&x})) set_history(y, node);
@@ -132,6 +148,9 @@ struct PowScalarBackward final : Node {
 };
 
 Tensor pow(const Tensor& x, double p) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "pow", [p](const Tensor& x32) { return pow(x32, p); }, x);
   inspect::OpScope op_scope("pow", {&x});
   Tensor y = kernels::map_float("pow", x, [p](auto v) {
     using T = decltype(v);
@@ -160,6 +179,9 @@ struct PowBackward final : Node {
 };
 
 Tensor pow(const Tensor& x, const Tensor& e) {
+  if (reduced::any(x, e))
+    return reduced::in_float32(
+        "pow", [](const Tensor& x32, const Tensor& e32) { return pow(x32, e32); }, x, e);
   inspect::OpScope op_scope("pow", {&x, &e});
   Tensor y = kernels::map_binary_float("pow", x, e, [](auto a, auto b) { return std::pow(a, b); });
   if (auto node = make_node<PowBackward>({&x, &e})) {
@@ -172,17 +194,40 @@ Tensor pow(const Tensor& x, const Tensor& e) {
 }
 
 // ----------------------------------------------------------------------------
-// scalar forms: the scalar becomes a 0-d tensor of x's dtype (no gradient flows to it)
-Tensor add(const Tensor& a, double b) { return add(a, scalar_like("add", a, b)); }
-Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like("sub", a, b)); }
-Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like("mul", a, b)); }
-Tensor div(const Tensor& a, double b) { return div(a, scalar_like("div", a, b)); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like("div", b, a), b); }
+// scalar forms: the scalar becomes a 0-d tensor of x's dtype (no gradient flows to it). On a
+// bfloat16/float16 x it stays a float32 scalar of the float32 computation (PyTorch's opmath), so
+// it is not rounded to x's dtype first; the result is x's dtype, as PyTorch's.
+namespace {
+template <class Op>
+Tensor tensor_scalar(const char* op, const Tensor& a, double b, Op&& fn) {
+  if (reduced::any(a))
+    return reduced::in_float32(
+        op, [&](const Tensor& a32) { return fn(a32, scalar_like(op, a32, b)); }, a);
+  return fn(a, scalar_like(op, a, b));
+}
+template <class Op>
+Tensor scalar_tensor_op(const char* op, double a, const Tensor& b, Op&& fn) {
+  if (reduced::any(b))
+    return reduced::in_float32(
+        op, [&](const Tensor& b32) { return fn(scalar_like(op, b32, a), b32); }, b);
+  return fn(scalar_like(op, b, a), b);
+}
+Tensor add_t(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor sub_t(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor mul_t(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor div_t(const Tensor& a, const Tensor& b) { return div(a, b); }
+}  // namespace
+
+Tensor add(const Tensor& a, double b) { return tensor_scalar("add", a, b, add_t); }
+Tensor sub(const Tensor& a, double b) { return tensor_scalar("sub", a, b, sub_t); }
+Tensor mul(const Tensor& a, double b) { return tensor_scalar("mul", a, b, mul_t); }
+Tensor div(const Tensor& a, double b) { return tensor_scalar("div", a, b, div_t); }
+Tensor operator/(double a, const Tensor& b) { return scalar_tensor_op("div", a, b, div_t); }
 // Scalar-first forms, as torch.sub(1.0, x) etc.: the scalar becomes a 0-d tensor of b's dtype.
-Tensor add(double a, const Tensor& b) { return add(scalar_like("add", b, a), b); }
-Tensor sub(double a, const Tensor& b) { return sub(scalar_like("sub", b, a), b); }
-Tensor mul(double a, const Tensor& b) { return mul(scalar_like("mul", b, a), b); }
-Tensor div(double a, const Tensor& b) { return div(scalar_like("div", b, a), b); }
+Tensor add(double a, const Tensor& b) { return scalar_tensor_op("add", a, b, add_t); }
+Tensor sub(double a, const Tensor& b) { return scalar_tensor_op("sub", a, b, sub_t); }
+Tensor mul(double a, const Tensor& b) { return scalar_tensor_op("mul", a, b, mul_t); }
+Tensor div(double a, const Tensor& b) { return scalar_tensor_op("div", a, b, div_t); }
 
 // ----------------------------------------------------------------------------
 // pow (scalar ^ tensor)
@@ -201,6 +246,9 @@ struct PowScalarBaseBackward final : Node {
 };
 
 Tensor pow(double base, const Tensor& e) {
+  if (reduced::any(e))
+    return reduced::in_float32(
+        "pow", [base](const Tensor& e32) { return pow(base, e32); }, e);
   inspect::OpScope op_scope("pow", {&e});
   Tensor y = kernels::map_float("pow", e, [base](auto v) {
     using T = decltype(v);
@@ -224,7 +272,9 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other, Op&& fn,
                 bool float_only = false) {
   kernels::check_same_dtype(op, self, other);
   auto no_kernel = [](auto) {};
-  if (float_only) {
+  if (is_reduced_float(self.dtype())) {
+    // computed by the out-of-place op in float32, rounded once into self
+  } else if (float_only) {
     dispatch_float(self.dtype(), op, no_kernel);
   } else {
     dispatch_numeric(self.dtype(), op, no_kernel);

@@ -4,12 +4,17 @@
 #include "nabla/core/inspect/cuts.h"
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/reduced_float.h"
 
 namespace nabla {
 namespace {
 
 template <class F>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, F&& f) {
+  // bfloat16/float16 with another float: compared in the promoted dtype (the upcast is exact).
+  if (a.dtype() != b.dtype() && reduced::any(a, b))
+    return reduced::in_float32(
+        op, [&](const Tensor& a32, const Tensor& b32) { return compare(op, a32, b32, f); }, a, b);
   kernels::check_same_dtype(op, a, b);
   inspect::note_non_differentiable(op, {&a, &b});
   Tensor y = empty(broadcast_shapes(op, a.shape(), b.shape()), kBool);

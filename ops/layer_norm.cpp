@@ -20,6 +20,7 @@
 #include "nabla/ops/kernels/kernels.h"
 #include "nabla/ops/kernels/layer_norm.h"
 #include "nabla/ops/reduce.h"
+#include "nabla/ops/reduced_float.h"
 
 namespace nabla {
 namespace {
@@ -241,6 +242,13 @@ int64_t layer_norm_flops(const Tensor& x, const Tensor& weight) {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (reduced::any(x, weight, bias))
+    return reduced::in_float32(
+        "layer_norm",
+        [&](const Tensor& x32, const Tensor& w32, const Tensor& b32) {
+          return layer_norm(x32, normalized_shape, w32, b32, eps);
+        },
+        x, weight, bias);
   inspect::OpScope op_scope("layer_norm", {&x, &weight, &bias});
   const int64_t N = check_layer_norm(x, normalized_shape, weight, bias, eps);
   op_scope.count_flops([&] { return layer_norm_flops(x, weight); });

@@ -12,6 +12,7 @@
 #include "nabla/core/parallel.h"
 #include "nabla/core/strided_loop.h"
 #include "nabla/ops/gemm.h"
+#include "nabla/ops/reduced_float.h"
 
 namespace nabla {
 namespace {
@@ -130,6 +131,9 @@ static void check_batch_dims(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (reduced::any(a, b))
+    return reduced::in_float32(
+        "matmul", [](const Tensor& a32, const Tensor& b32) { return matmul(a32, b32); }, a, b);
   inspect::OpScope op_scope("matmul", {&a, &b});
   if (a.dtype() != b.dtype())
     throw DTypeError(fmt::format("matmul: dtype mismatch, {} {} vs {} {}", dtype_name(a.dtype()),

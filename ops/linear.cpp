@@ -20,6 +20,7 @@
 #include "nabla/ops/kernels/linear.h"
 #include "nabla/ops/linalg.h"
 #include "nabla/ops/reduce.h"
+#include "nabla/ops/reduced_float.h"
 #include "nabla/ops/unary.h"
 
 namespace nabla {
@@ -109,6 +110,14 @@ Shape output_shape(const Tensor& x, int64_t out) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  // bfloat16 upcasts for now; a bfloat16 GEMM (oneDNN) would replace this line.
+  if (reduced::any(x, weight, bias))
+    return reduced::in_float32(
+        "linear",
+        [](const Tensor& x32, const Tensor& w32, const Tensor& b32) {
+          return linear(x32, w32, b32);
+        },
+        x, weight, bias);
   inspect::OpScope op_scope("linear", {&x, &weight, &bias});
   check_linear("linear", x, weight, bias);
   op_scope.count_flops([&] { return linear_flops(x, weight); });

@@ -11,6 +11,7 @@
 #include "nabla/ops/arithmetic.h"
 #include "nabla/ops/compare.h"
 #include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/reduced_float.h"
 #include "nabla/ops/unary.h"
 
 namespace nabla {
@@ -28,6 +29,9 @@ struct SinBackward final : Node {
 };
 
 Tensor sin(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "sin", [](const Tensor& x32) { return sin(x32); }, x);
   inspect::OpScope op_scope("sin", {&x});
   Tensor y = kernels::map_float("sin", x, [](auto v) { return std::sin(v); });
   if (auto node = make_node<SinBackward>({&x})) {
@@ -50,6 +54,9 @@ struct CosBackward final : Node {
 };
 
 Tensor cos(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "cos", [](const Tensor& x32) { return cos(x32); }, x);
   inspect::OpScope op_scope("cos", {&x});
   Tensor y = kernels::map_float("cos", x, [](auto v) { return std::cos(v); });
   if (auto node = make_node<CosBackward>({&x})) {
@@ -72,6 +79,9 @@ struct RsqrtBackward final : Node {
 };
 
 Tensor rsqrt(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "rsqrt", [](const Tensor& x32) { return rsqrt(x32); }, x);
   inspect::OpScope op_scope("rsqrt", {&x});
   Tensor y = kernels::map_float("rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
   if (auto node = make_node<RsqrtBackward>({&x})) {
@@ -94,6 +104,9 @@ struct ReciprocalBackward final : Node {
 };
 
 Tensor reciprocal(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "reciprocal", [](const Tensor& x32) { return reciprocal(x32); }, x);
   inspect::OpScope op_scope("reciprocal", {&x});
   Tensor y = kernels::map_float("reciprocal", x, [](auto v) { return decltype(v)(1) / v; });
   if (auto node = make_node<ReciprocalBackward>({&x})) {
@@ -116,6 +129,9 @@ struct SquareBackward final : Node {
 };
 
 Tensor square(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "square", [](const Tensor& x32) { return square(x32); }, x);
   inspect::OpScope op_scope("square", {&x});
   Tensor y = kernels::map_unary<false>("square", x, [](auto v) { return v * v; });
   if (auto node = make_node<SquareBackward>({&x})) {
@@ -139,6 +155,9 @@ struct ErfBackward final : Node {
 };
 
 Tensor erf(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "erf", [](const Tensor& x32) { return erf(x32); }, x);
   inspect::OpScope op_scope("erf", {&x});
   Tensor y = kernels::map_float("erf", x, [](auto v) { return std::erf(v); });
   if (auto node = make_node<ErfBackward>({&x})) {
@@ -173,6 +192,9 @@ void check_integral_bound(const Tensor& x, double bound) {
 }  // namespace
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "clamp", [&](const Tensor& x32) { return clamp(x32, min, max); }, x);
   inspect::OpScope op_scope("clamp", {&x});
   if (!min && !max)
     throw ValueError(fmt::format("clamp: at least one of min and max must be given (input {})",
@@ -247,6 +269,9 @@ struct ExtremumBackward final : Node {
 };
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  if (reduced::any(a, b))
+    return reduced::in_float32(
+        "maximum", [](const Tensor& a32, const Tensor& b32) { return maximum(a32, b32); }, a, b);
   inspect::OpScope op_scope("maximum", {&a, &b});
   Tensor y = extremum<true>("maximum", a, b);
   if (auto node = make_node<ExtremumBackward<true>>({&a, &b})) {
@@ -258,6 +283,9 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  if (reduced::any(a, b))
+    return reduced::in_float32(
+        "minimum", [](const Tensor& a32, const Tensor& b32) { return minimum(a32, b32); }, a, b);
   inspect::OpScope op_scope("minimum", {&a, &b});
   Tensor y = extremum<false>("minimum", a, b);
   if (auto node = make_node<ExtremumBackward<false>>({&a, &b})) {

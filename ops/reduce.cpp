@@ -7,6 +7,7 @@
 #include "nabla/core/error.h"
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/ops/arithmetic.h"
+#include "nabla/ops/reduced_float.h"
 #include "nabla/ops/row_layout.h"
 
 namespace nabla {
@@ -42,6 +43,9 @@ struct SumBackward final : Node {
 };
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "sum", [&](const Tensor& x32) { return sum(x32, dims, keepdim); }, x);
   inspect::OpScope op_scope("sum", {&x});
   // As PyTorch: bools are counted, into int64 (not differentiable, so no node is lost).
   if (x.dtype() == kBool) return sum(x.to(kInt64), dims, keepdim);
@@ -58,6 +62,9 @@ Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 // ----------------------------------------------------------------------------
 // mean: sum / count (composite; its backward comes from sum's and div's)
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "mean", [&](const Tensor& x32) { return mean(x32, dims, keepdim); }, x);
   inspect::OpScope op_scope("mean", {&x});
   if (!is_floating(x.dtype()))
     throw DTypeError(

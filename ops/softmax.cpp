@@ -24,6 +24,7 @@
 #include "nabla/ops/kernels/softmax.h"
 #include "nabla/ops/math_constants.h"
 #include "nabla/ops/reduce.h"
+#include "nabla/ops/reduced_float.h"
 #include "nabla/ops/row_layout.h"
 #include "nabla/ops/unary.h"
 #include "nabla/ops/vec_math.h"
@@ -105,6 +106,9 @@ struct SoftmaxBackward final : Node {
 };
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "softmax", [dim](const Tensor& x32) { return softmax(x32, dim); }, x);
   inspect::OpScope op_scope("softmax", {&x});
   dim = normalize_dim("softmax", dim, x.shape());
   Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());
@@ -188,6 +192,9 @@ struct LogSoftmaxBackward final : Node {
 };
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "log_softmax", [dim](const Tensor& x32) { return log_softmax(x32, dim); }, x);
   inspect::OpScope op_scope("log_softmax", {&x});
   dim = normalize_dim("log_softmax", dim, x.shape());
   Tensor xc = x.detach().contiguous(), y = empty(x.shape(), x.dtype());

@@ -8,6 +8,7 @@
 #include "nabla/ops/arithmetic.h"
 #include "nabla/ops/compare.h"
 #include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/reduced_float.h"
 
 namespace nabla {
 
@@ -22,6 +23,9 @@ struct ExpBackward final : Node {
 };
 
 Tensor exp(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "exp", [](const Tensor& x32) { return exp(x32); }, x);
   inspect::OpScope op_scope("exp", {&x});
   Tensor y = kernels::map_float("exp", x, [](auto v) { return std::exp(v); });
   if (auto node = make_node<ExpBackward>({&x})) {
@@ -42,6 +46,9 @@ struct LogBackward final : Node {
 };
 
 Tensor log(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "log", [](const Tensor& x32) { return log(x32); }, x);
   inspect::OpScope op_scope("log", {&x});
   Tensor y = kernels::map_float("log", x, [](auto v) { return std::log(v); });
   if (auto node = make_node<LogBackward>({&x})) {
@@ -64,6 +71,9 @@ struct SqrtBackward final : Node {
 };
 
 Tensor sqrt(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "sqrt", [](const Tensor& x32) { return sqrt(x32); }, x);
   inspect::OpScope op_scope("sqrt", {&x});
   Tensor y = kernels::map_float("sqrt", x, [](auto v) { return std::sqrt(v); });
   if (auto node = make_node<SqrtBackward>({&x})) {
@@ -83,6 +93,9 @@ struct SignBackward final : Node {
 };
 
 Tensor sign(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "sign", [](const Tensor& x32) { return sign(x32); }, x);
   inspect::OpScope op_scope("sign", {&x});
   Tensor y = kernels::map_unary<false>("sign", x, [](auto v) {
     using T = decltype(v);
@@ -103,6 +116,9 @@ struct AbsBackward final : Node {
 };
 
 Tensor abs(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "abs", [](const Tensor& x32) { return abs(x32); }, x);
   inspect::OpScope op_scope("abs", {&x});
   Tensor y = kernels::map_unary<false>("abs", x, [](auto v) { return v < 0 ? -v : v; });
   if (auto node = make_node<AbsBackward>({&x})) {
@@ -126,6 +142,9 @@ struct TanhBackward final : Node {
 };
 
 Tensor tanh(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "tanh", [](const Tensor& x32) { return tanh(x32); }, x);
   inspect::OpScope op_scope("tanh", {&x});
   Tensor y = kernels::map_float("tanh", x, [](auto v) { return std::tanh(v); });
   if (auto node = make_node<TanhBackward>({&x})) {
@@ -149,6 +168,9 @@ struct SigmoidBackward final : Node {
 };
 
 Tensor sigmoid(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "sigmoid", [](const Tensor& x32) { return sigmoid(x32); }, x);
   inspect::OpScope op_scope("sigmoid", {&x});
   Tensor y = kernels::map_float("sigmoid", x, [](auto v) {
     using T = decltype(v);
@@ -177,6 +199,9 @@ struct ReluBackward final : Node {
 };
 
 Tensor relu(const Tensor& x) {
+  if (reduced::any(x))
+    return reduced::in_float32(
+        "relu", [](const Tensor& x32) { return relu(x32); }, x);
   inspect::OpScope op_scope("relu", {&x});
   Tensor y =
       kernels::map_unary<false>("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });

@@ -121,11 +121,14 @@ thread_local int traced_nodes_running = 0;
 double l2_norm(const Tensor& t) {
   if (!t.defined() || !is_floating(t.dtype())) return 0;
   Tensor c = t.detach().contiguous();
-  return dispatch_float(c.dtype(), "trace", [&](auto tag) {
+  return dispatch_floating(c.dtype(), "trace", [&](auto tag) {
     using T = decltype(tag);
     const T* p = c.data_ptr<T>();
     double sum = 0;
-    for (int64_t i = 0; i < c.numel(); ++i) sum += static_cast<double>(p[i]) * p[i];
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      const auto v = static_cast<double>(p[i]);
+      sum += v * v;
+    }
     return std::sqrt(sum);
   });
 }

@@ -35,6 +35,10 @@ const char* dtype_code(DType dt) {
       return "I64";
     case DType::Bool:
       return "BOOL";
+    case DType::BFloat16:
+      return "BF16";
+    case DType::Float16:
+      return "F16";
   }
   return "?";
 }
@@ -48,6 +52,10 @@ bool parse_dtype(const std::string& code, DType& out) {
     out = kInt64;
   else if (code == "BOOL")
     out = kBool;
+  else if (code == "BF16")
+    out = kBFloat16;
+  else if (code == "F16")
+    out = kFloat16;
   else
     return false;
   return true;
@@ -159,8 +167,8 @@ std::vector<Entry> read_entries(const json& header, uint64_t data_start, uint64_
     Entry e;
     e.name = name;
     if (!v["dtype"].is_string() || !parse_dtype(v["dtype"].get<std::string>(), e.dtype))
-      throw bad(
-          fmt::format("unsupported dtype {} (nabla reads F32, F64, I64, BOOL)", brief(v["dtype"])));
+      throw bad(fmt::format("unsupported dtype {} (nabla reads F32, F64, BF16, F16, I64, BOOL)",
+                            brief(v["dtype"])));
     if (!v["shape"].is_array()) throw bad("shape is not an array");
     uint64_t numel = 1;
     for (const json& d : v["shape"]) {
