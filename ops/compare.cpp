@@ -9,6 +9,25 @@
 namespace nabla {
 namespace {
 
+// y = f(a, b) elementwise over the broadcast shape, for operands of element type T.
+template <class T, class F>
+Tensor compare_as(const char* op, const Tensor& a, const Tensor& b, F&& f) {
+  inspect::note_non_differentiable(op, {&a, &b});
+  Tensor y = empty(broadcast_shapes(op, a.shape(), b.shape()), kBool);
+  std::array<Shape, 3> st = {y.strides(), broadcast_strides(a.shape(), a.strides(), y.shape()),
+                             broadcast_strides(b.shape(), b.strides(), y.shape())};
+  bool* yp = y.data_ptr<bool>();
+  const T* ap = a.data_ptr<T>();
+  const T* bp = b.data_ptr<T>();
+  strided_for_each<3>(
+      y.shape(), st, 1,
+      [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {
+        for (int64_t i = 0; i < n; ++i)
+          yp[o[0] + i * s[0]] = f(ap[o[1] + i * s[1]], bp[o[2] + i * s[2]]);
+      });
+  return y;
+}
+
 template <class F>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, F&& f) {
   // bfloat16/float16 with another float: compared in the promoted dtype (the upcast is exact).
@@ -16,23 +35,7 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, F&& f) {
     return reduced::in_float32(
         op, [&](const Tensor& a32, const Tensor& b32) { return compare(op, a32, b32, f); }, a, b);
   kernels::check_same_dtype(op, a, b);
-  inspect::note_non_differentiable(op, {&a, &b});
-  Tensor y = empty(broadcast_shapes(op, a.shape(), b.shape()), kBool);
-  std::array<Shape, 3> st = {y.strides(), broadcast_strides(a.shape(), a.strides(), y.shape()),
-                             broadcast_strides(b.shape(), b.strides(), y.shape())};
-  dispatch_all(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    bool* yp = y.data_ptr<bool>();
-    const T* ap = a.data_ptr<T>();
-    const T* bp = b.data_ptr<T>();
-    strided_for_each<3>(
-        y.shape(), st, 1,
-        [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {
-          for (int64_t i = 0; i < n; ++i)
-            yp[o[0] + i * s[0]] = f(ap[o[1] + i * s[1]], bp[o[2] + i * s[2]]);
-        });
-  });
-  return y;
+  return dispatch_all(a.dtype(), [&](auto tag) { return compare_as<decltype(tag)>(op, a, b, f); });
 }
 
 Tensor scalar_for(const Tensor& a, double b) { return scalar_tensor(b, a.dtype()); }
@@ -80,18 +83,19 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
   inspect::OpScope op_scope("logical_and", {&a, &b});
   check_bool("logical_and", a);
   check_bool("logical_and", b);
-  return compare("logical_and", a, b, [](auto x, auto y) { return x && y; });
+  return compare_as<bool>("logical_and", a, b, [](auto x, auto y) { return x && y; });
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   inspect::OpScope op_scope("logical_or", {&a, &b});
   check_bool("logical_or", a);
   check_bool("logical_or", b);
-  return compare("logical_or", a, b, [](auto x, auto y) { return x || y; });
+  return compare_as<bool>("logical_or", a, b, [](auto x, auto y) { return x || y; });
 }
 Tensor logical_not(const Tensor& a) {
   inspect::OpScope op_scope("logical_not", {&a});
   check_bool("logical_not", a);
-  return compare("logical_not", a, scalar_tensor(0, kBool), [](auto x, auto) { return !x; });
+  return compare_as<bool>("logical_not", a, scalar_tensor(0, kBool),
+                          [](auto x, auto) { return !x; });
 }
 
 }  // namespace nabla

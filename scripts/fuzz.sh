@@ -94,19 +94,27 @@ summary() {
 }
 
 status=0
-pids=() names=()
-wait_one() {  # waits for the oldest running target and prints its line
-  local rc=0
-  wait "${pids[0]}" || rc=$?
-  summary "${names[0]}" "$rc"
+declare -A running=()  # pid -> target
+wait_any() {  # waits for whichever target ends first and prints its line
+  local rc=0 pid
+  wait -n -p pid "${!running[@]}" || rc=$?
+  summary "${running[$pid]}" "$rc"
   ((rc == 0)) || status=1
-  pids=("${pids[@]:1}") names=("${names[@]:1}")
+  unset "running[$pid]"
 }
-for t in "${targets[@]}"; do
-  ((${#pids[@]} < jobs)) || wait_one
-  run_target "$t" &
-  pids+=($!) names+=("$t")
+# The slowest targets first, so that the short ones fill the other cores at the end.
+ordered=()
+for t in fuzz_tokenizer fuzz_safetensors fuzz_idx_gzip; do
+  if [[ " ${targets[*]} " == *" $t "* ]]; then ordered+=("$t"); fi
 done
-while ((${#pids[@]})); do wait_one; done
+for t in "${targets[@]}"; do
+  if [[ " ${ordered[*]} " != *" $t "* ]]; then ordered+=("$t"); fi
+done
+for t in "${ordered[@]}"; do
+  ((${#running[@]} < jobs)) || wait_any
+  run_target "$t" &
+  running[$!]=$t
+done
+while ((${#running[@]})); do wait_any; done
 echo "fuzz: build $built_at s, runs $((SECONDS - built_at)) s"
 exit "$status"

@@ -8,6 +8,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 TEST_CASE("allocator: size classes are 64-byte multiples with at most 25% waste", "[core]") {
@@ -138,3 +141,6 @@ TEST_CASE("allocator: concurrent allocation from several threads", "[core]") {
   t2.join();
   CHECK(allocator::stats().allocated_bytes == live_before);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

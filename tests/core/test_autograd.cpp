@@ -1,5 +1,8 @@
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -218,3 +221,6 @@ TEST_CASE("gradcheck catches a wrong gradient", "[core]") {
   auto right = [](const std::vector<Tensor>& in) { return mul(in[0], in[0]); };
   CHECK(gradcheck(right, {test::leaf({3})}).ok);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

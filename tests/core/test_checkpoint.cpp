@@ -11,6 +11,9 @@
 #include "nabla/core/io/checkpoint.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -262,3 +265,6 @@ TEST_CASE("Checkpoint: loader positions", "[core][io]") {
   CHECK_THROWS_WITH(io::load_loader_position(ck, "bad"), Contains("'bad'") && Contains("batch -2"));
   CHECK_THROWS_WITH(io::load_loader_position(ck, "val"), Contains("'loader.val.epoch'"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

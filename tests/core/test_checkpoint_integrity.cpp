@@ -10,6 +10,9 @@
 #include "nabla/core/io/checkpoint.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -183,3 +186,6 @@ TEST_CASE("Checkpoint::load of a directory is an IOError saying so", "[core][io]
   CHECK_THROWS_WITH(io::load_safetensors(dir.string()), Contains("is a directory"));
   std::filesystem::remove(dir);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -13,6 +13,9 @@
 #include "nabla/core/cpu_load.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 TEST_CASE("parse_proc_stat sums busy and total time of the chosen CPUs", "[parallel]") {
@@ -106,3 +109,6 @@ TEST_CASE("a training-sized product gives the same bits on 1 or 2 active threads
   CHECK_CLOSE(s1, s2, 0.0, 0.0);
   CHECK_CLOSE(l1, l2, 0.0, 0.0);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -9,6 +9,9 @@
 #include "nabla/core/io/safetensors.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -56,3 +59,6 @@ TEST_CASE("SIGKILL during checkpoint saves never leaves a corrupt file", "[core]
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
     if (e.path().string().rfind(path + ".tmp", 0) == 0) std::filesystem::remove(e.path());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

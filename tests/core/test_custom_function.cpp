@@ -3,6 +3,9 @@
 // integer outputs, outputs that alias inputs, and the errors a wrong Function gets.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using autograd::FunctionCtx;
 using Catch::Matchers::Contains;
@@ -178,3 +181,6 @@ TEST_CASE("custom Function: errors name the Function", "[core][custom_function]"
   CHECK_THROWS_WITH(sum(BadSavedType::apply(x)).backward(),
                     Contains("BadSavedTypeBackward") && Contains("saved_data['n']"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

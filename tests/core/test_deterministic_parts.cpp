@@ -9,6 +9,9 @@
 #include "nabla/ops/gemm.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -138,3 +141,6 @@ TEST_CASE("Checkpoint: saved in deterministic mode, another thread count resumes
   set_num_threads(prev);
   set_deterministic(prev_det);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

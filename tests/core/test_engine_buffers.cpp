@@ -3,6 +3,9 @@
 // out-of-place sums, and no tensor a user or a hook holds may change.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -82,3 +85,6 @@ TEST_CASE("create_graph still records sums of sliced gradients", "[core]") {
   for (int64_t c = 0; c < 3; ++c)
     CHECK(v[static_cast<size_t>(c)] == 2.0 * ((c < 2 ? 3.0 : 0.0) + (c >= 1 ? 1.0 : 0.0)));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

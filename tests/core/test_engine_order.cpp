@@ -7,6 +7,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -173,3 +176,6 @@ TEST_CASE("run_engine stays under 40 lines and docs/autograd.md quotes it as it 
   CHECK(body.size() > 20);
   CHECK(quoted == body);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

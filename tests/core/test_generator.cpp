@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 TEST_CASE("Generator::block is Philox-4x32-10 (Random123 known answer)", "[core]") {
@@ -47,3 +50,6 @@ TEST_CASE("Generator::blocks equals block for every counter, on every SIMD path"
     }
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -8,6 +8,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -292,3 +295,6 @@ TEST_CASE("checkpoint: double backward through a checkpointed function", "[core]
   };
   CHECK_GRADGRADCHECK(checked, (std::vector<Tensor>{test::leaf({2, 3}, 1), test::leaf({3, 3}, 2)}));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -7,6 +7,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -163,3 +166,6 @@ TEST_CASE("half: named cases (ties, overflow, subnormals, signed zero, NaN, Inf)
   CHECK(bfloat16(1.0 / 3.0).bits == bfloat16(float(1.0 / 3.0)).bits);
   CHECK(float16(int64_t{70000}).bits == 0x7c00);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -8,6 +8,9 @@
 #include "nabla/core/io/safetensors.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::bit_equal;
@@ -137,3 +140,6 @@ TEST_CASE("half: loading converts floating dtypes and refuses a float for an int
       Contains("weight: checkpoint int64 vs model float32") && Contains("dtype mismatch"));
   CHECK(bit_equal(lin.state_dict()[0].second, before));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::bit_equal;
@@ -259,3 +262,6 @@ TEST_CASE("half: an op without reduced-float support names itself and says .to(k
                                  "support it); convert with .to(kFloat32)"));
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

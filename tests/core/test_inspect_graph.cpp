@@ -12,6 +12,9 @@
 #include "nabla/core/inspect/render.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -207,3 +210,6 @@ TEST_CASE("render_dot: Graphviz's plugins missing at run time is a clear Error",
   CHECK(read_file((dir / "graph.dot").string()) == dot);
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

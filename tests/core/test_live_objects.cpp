@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 TEST_CASE("live_objects counts tensors, views, storages and nodes, and each goes back", "[core]") {
@@ -57,3 +60,6 @@ TEST_CASE("live_objects: a graph freed on another thread comes back to 0 nodes",
   std::thread([moved = std::move(y)]() mutable { moved = Tensor(); }).join();
   CHECK(live_objects() == before);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -10,6 +10,9 @@
 #include "nabla/ops/kernels/kernels.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using machine::Isa;
 
@@ -200,3 +203,6 @@ TEST_CASE("machine: attention key tiles of 256, 128 and 64 agree with the refere
     }
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

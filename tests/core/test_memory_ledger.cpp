@@ -7,6 +7,9 @@
 #include "nabla/core/inspect/memory_ledger.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -205,3 +208,6 @@ TEST_CASE("saved activations are split by the module whose forward recorded them
   CHECK(by_module["1"] + by_module["2"] >= 32 * 16 * 4);
   CHECK(by_module[""] == 0);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

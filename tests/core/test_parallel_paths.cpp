@@ -5,6 +5,9 @@
 // thread count, so linear is only checked to rounding.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 TEST_CASE("kernels give bitwise the same result on one thread and on two", "[core]") {
@@ -42,3 +45,6 @@ TEST_CASE("kernels give bitwise the same result on one thread and on two", "[cor
     CHECK_CLOSE(threaded[i], serial[i], 0.0, 0.0);
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

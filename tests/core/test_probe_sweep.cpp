@@ -13,6 +13,9 @@
 #include "nabla/core/allocator.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -297,3 +300,6 @@ TEST_CASE("probe sweep: every factory, view and tiling op rejects edge sizes by 
   CHECK(sweep.size() > 400);
   CHECK(failures.empty());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -8,6 +8,9 @@
 #include "nabla/core/inspect/profiler.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using inspect::EventKind;
 
@@ -242,3 +245,6 @@ TEST_CASE("the profiler records only while it runs, one at a time", "[core][insp
   CHECK(p.events[0].dtype == kFloat32);
   CHECK(p.events[0].bytes_allocated >= static_cast<int64_t>(allocator::size_class(16)));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

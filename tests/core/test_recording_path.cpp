@@ -9,6 +9,9 @@
 #include "nabla/core/object_pool.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 TEST_CASE("InlineVector: inline up to N, then on the heap, every element destroyed once",
@@ -98,3 +101,6 @@ TEST_CASE("live_objects: objects a thread made and left behind stay counted afte
   kept = Tensor();  // freed here, counted against this thread
   CHECK(live_objects() == before);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

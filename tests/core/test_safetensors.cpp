@@ -11,6 +11,9 @@
 #include "nabla/core/io/safetensors.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -248,3 +251,6 @@ TEST_CASE("safetensors writer: strings that are not UTF-8 are a ValueError namin
   CHECK(back.tensors.at(0).first == text);
   CHECK(back.metadata.at(text) == text);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -8,6 +8,9 @@
 #include "nabla/core/allocator.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -131,3 +134,6 @@ TEST_CASE("arange, linspace, full and randint at the edges of double and int64",
   CHECK_THROWS_AS(randint(0, 2, {k2p62, 4}, c), ShapeError);
   CHECK(c.offset() == 0);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -3,6 +3,9 @@
 #include "nabla/core/small_vector.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using nabla::SmallVector;
 using V = SmallVector<int64_t, 3>;
 
@@ -63,3 +66,6 @@ TEST_CASE("SmallVector copies, moves and converts in both modes", "[core]") {
     CHECK(moved == assigned);
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

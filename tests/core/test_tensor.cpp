@@ -1,5 +1,8 @@
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -201,3 +204,6 @@ TEST_CASE("a tensor without elements is contiguous whatever its shape", "[core]"
   CHECK(zeros({0, 5}).t().is_contiguous());
   CHECK(!zeros({2, 3}).t().is_contiguous());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -8,6 +8,9 @@
 #include "nabla/core/inspect/trace.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -235,3 +238,6 @@ TEST_CASE("a view that adds into its input's buffer is traced as such", "[core][
   CHECK(trace.json_lines().find("\"norm\":null") != std::string::npos);
   CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 2, 6, 6});
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

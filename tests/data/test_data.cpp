@@ -12,6 +12,9 @@
 #include "nabla/data/tokenizer.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::data;
 using Catch::Matchers::Contains;
@@ -186,3 +189,6 @@ TEST_CASE("pad_sequences builds tokens, valid_lens and the key padding mask", "[
         std::vector<bool>{false, false, false, false, true, true});
   CHECK(pad_sequences({{1, 2, 3, 4}}, 0, 2).tokens.shape() == Shape{1, 2});
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -10,6 +10,9 @@
 #include "nabla/data/text.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::data;
 using Catch::Matchers::Contains;
@@ -145,3 +148,6 @@ TEST_CASE("IDX and fortune readers: a directory is an IOError saying so", "[data
   std::filesystem::remove(dir);
   CHECK_THROWS_WITH(read_idx(dir), Contains(dir) && Contains("cannot open"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -6,6 +6,9 @@
 #include "tests/helpers.h"
 #include "tests/nn/module_gradcheck.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -332,3 +335,6 @@ TEST_CASE("Nadaraya-Watson pooling: weights, values and gradients", "[nn]") {
   CHECK_THROWS_WITH(nw(x, stack({keys, keys}), stack({values, values})), Contains("(2, 4)"));
   CHECK_THROWS_AS(reg(x.to(kFloat32), keys, values), DTypeError);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

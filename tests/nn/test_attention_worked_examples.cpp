@@ -7,6 +7,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::leaf;
 
@@ -222,3 +225,6 @@ TEST_CASE("Nadaraya-Watson (d2l 10.2): training the kernel width w by SGD lowers
   REQUIRE(w.shape() == Shape{n, n - 1});
   CHECK_CLOSE(sum(w, {-1}), ones({n}, kFloat64), 1e-12, 0);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -5,6 +5,9 @@
 #include "tests/nn/module_gradcheck.h"
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -147,3 +150,6 @@ TEST_CASE("conv and pool modules name themselves in errors", "[nn]") {
   CHECK_THROWS_WITH(nn::AdaptiveAvgPool2d({2, -2})(zeros({1, 1, 5, 5})),
                     Contains("adaptive_avg_pool2d"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

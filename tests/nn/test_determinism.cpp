@@ -5,6 +5,9 @@
 #include "tests/helpers.h"
 #include "tests/small_encoder_trainer.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -111,3 +114,6 @@ TEST_CASE("deterministic mode: NABLA_DETERMINISTIC=1 turns it on, runtime_info r
   CHECK(runtime_info().find("deterministic") == std::string::npos);
   set_deterministic(prev);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -7,6 +7,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -214,3 +217,7 @@ TEST_CASE("constructors agree: sizes first, options after, query before key", "[
   nn::AttentionDecoder dec(10, 4, 6, {.num_layers = 2});
   CHECK(dec.num_layers() == 2);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
+#undef CHECK_ERROR

@@ -7,6 +7,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::nn;
 using Catch::Matchers::Contains;
@@ -262,3 +265,6 @@ TEST_CASE("decoders refuse bad arguments with clear errors", "[nn][generation]")
   CHECK_THROWS_WITH(beam_search(no_reorder, prompt, {.width = 2, .max_new = 3}),
                     Contains("NextToken::reorder"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

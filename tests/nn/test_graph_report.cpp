@@ -5,6 +5,9 @@
 #include "nabla/nn/inspect.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using Reason = inspect::NoGradientReason;
@@ -182,3 +185,6 @@ TEST_CASE("gradient report: off by default, nothing is recorded without a monito
   REQUIRE(report.at("detached").why);
   CHECK(report.at("detached").why->kind == Reason::Kind::NeverUsed);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

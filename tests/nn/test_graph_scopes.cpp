@@ -7,6 +7,9 @@
 #include "nabla/nn/inspect.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -130,3 +133,6 @@ TEST_CASE("to_dot: the final norm is a third box", "[nn][inspect]") {
   CHECK(inspect::collapsed_scopes(g, 1) ==
         std::vector<std::string>{"layers.0", "layers.1", "norm"});
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

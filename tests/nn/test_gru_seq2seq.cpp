@@ -7,6 +7,9 @@
 #include "tests/nn/module_gradcheck.h"
 #include "tests/nn/seq2seq_helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -236,3 +239,6 @@ TEST_CASE("Seq2Seq: learns to reverse short sequences; greedy decoding and its a
   CHECK_THROWS_WITH(model->greedy_decode(words.select(0, 0), S, 1, 9, 5),
                     Contains("eos 9") && Contains("[0, 8)"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

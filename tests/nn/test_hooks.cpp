@@ -4,6 +4,9 @@
 #include "nabla/nn/inspect.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -270,3 +273,6 @@ TEST_CASE("a module destroyed before backward does not call its hook", "[nn][hoo
   CHECK(calls == 0);
   CHECK(x.grad().defined());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

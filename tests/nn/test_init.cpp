@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::nn::init;
 using Catch::Matchers::Contains;
@@ -170,3 +173,6 @@ TEST_CASE("init: constants, in place on parameters that require grad", "[nn]") {
   CHECK(p.requires_grad());
   CHECK(p.is_leaf());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -4,6 +4,9 @@
 // Transformer; the maximum length, reorder (beam search) and reset; misuse errors.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -329,3 +332,6 @@ TEST_CASE("KV cache: misuse gives clear errors", "[nn]") {
   nn::TransformerCache gc(8);
   CHECK_THROWS_WITH(enc(g, {.is_causal = true, .cache = &gc}), Contains("NoGradGuard"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -1,6 +1,9 @@
 #include "nabla/nn/layers.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -35,3 +38,6 @@ TEST_CASE("LayerNorm, Embedding, Dropout modules use PyTorch names and defaults"
   nn::GELU g;
   CHECK_CLOSE(g(x), gelu(x), 0, 0);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -10,6 +10,9 @@
 #include "tests/helpers.h"
 #include "tests/small_encoder_trainer.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -164,3 +167,6 @@ TEST_CASE("growth: 500 steps of a small encoder trainer grow live bytes and RSS 
   CHECK(growth(rss_end, rss) < kMaxGrowth);
   CHECK(std::isfinite(loss));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

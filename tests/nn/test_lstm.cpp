@@ -7,6 +7,9 @@
 #include "tests/helpers.h"
 #include "tests/nn/module_gradcheck.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -233,3 +236,6 @@ TEST_CASE("LSTM and bidirectional GRU: errors name the shapes", "[nn]") {
   CHECK_THROWS_WITH(bi(randn({5, 3}), randn({2, 2, 4})),
                     Contains("GRU") && Contains("(2, 4)") && Contains("(2, 2, 4)"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -2,6 +2,9 @@
 // load_state_dict's strict errors, to(dtype), summary and apply; the containers.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -219,3 +222,6 @@ TEST_CASE("Module: a shared submodule's parameters are listed once", "[nn]") {
   Tensor x = test::leaf({2, 3});
   CHECK_CLOSE(seq(x), (*shared)(tanh((*shared)(x))), 0, 0);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

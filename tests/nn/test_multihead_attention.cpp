@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -428,3 +431,6 @@ TEST_CASE("MultiheadAttention: errors name the module and the shapes", "[nn]") {
   CHECK_THROWS_WITH(m.forward(x, x, x, {.valid_lens = from_vector<int64_t>({1, -2}, {2})}),
                     Contains("negative length -2"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -9,6 +9,9 @@
 #include "tests/nn/module_gradcheck.h"
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -169,3 +172,7 @@ TEST_CASE("norm modules reject bad input as PyTorch does", "[nn][norms]") {
   nn::RMSNorm rms(Shape{4});
   CHECK_ERROR(rms(ones({2, 5})), ShapeError, Contains("rms_norm"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
+#undef CHECK_ERROR

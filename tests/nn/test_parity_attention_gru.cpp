@@ -5,6 +5,9 @@
 // and the gradients of every parameter and floating input (tolerances of tests/parity.h).
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::ParityTolerance;
 
@@ -122,3 +125,6 @@ TEST_CASE("Parity with d2l's Bahdanau seq2seq under teacher forcing", "[nn][pari
     return std::vector<Tensor>{model(x[0], x[1], x[2])};
   });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

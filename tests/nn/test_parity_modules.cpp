@@ -14,6 +14,9 @@
 #include "tests/helpers.h"
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::optim;
 
@@ -206,3 +209,6 @@ TEST_CASE("Module state dict: save -> load round trip is bit-exact", "[nn][io]")
   }
   std::filesystem::remove(path);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -5,6 +5,9 @@
 #include "nabla/nn/lstm.h"
 #include "tests/nn/module_parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -79,3 +82,6 @@ TEST_CASE("Parity with torch.nn.GRU(bidirectional=True)", "[nn][parity]") {
     test::check_module_parity("rnn", "gru_bidirectional_unbatched", m, gru_fn(m));
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

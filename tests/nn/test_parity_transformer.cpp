@@ -2,6 +2,9 @@
 // (tests/nn/module_parity.h). Fixture: tests/fixtures/gen_transformer.py.
 #include "tests/nn/module_parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -117,3 +120,6 @@ TEST_CASE("parity: position-embedding interpolation equals F.interpolate", "[nn]
     return nn::interpolate_pos_embed(in[0], {4, 4}, {3, 2});
   });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

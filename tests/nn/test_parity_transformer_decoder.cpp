@@ -4,6 +4,9 @@
 // Fixture: tests/fixtures/gen_transformer_decoder.py.
 #include "tests/nn/module_parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -164,3 +167,6 @@ TEST_CASE("parity: Transformer pre-norm with bias = false", "[nn][parity]") {
     return one(t(in[0], in[1], {.tgt_mask = in[2]}));
   });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -9,6 +9,9 @@
 #include "nabla/ops/kernels/onednn.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -222,3 +225,7 @@ TEST_CASE("quantize_dynamic: inference only, stale weights and float64 layers", 
   CHECK(nn::quantize_dynamic(bare) == 1);
   CHECK(bare.quantized() != nullptr);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
+#undef REQUIRE_ONEDNN

@@ -12,6 +12,9 @@
 #include "tests/helpers.h"
 #include "tests/nn/seq2seq_helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using nn::Seq2SeqOptions;
@@ -203,3 +206,6 @@ TEST_CASE("Seq2SeqNextToken: bad input names the module and the shapes", "[nn]")
   CHECK(nn::greedy(next, prompt, 5).to_vector<int64_t>() ==
         nn::greedy(next, prompt, 5).to_vector<int64_t>());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -10,6 +10,9 @@
 #include "tests/helpers.h"
 #include "tests/nn/seq2seq_helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using nn::Seq2SeqAttention;
@@ -170,3 +173,6 @@ TEST_CASE("Seq2Seq variants: checkpoint round trip; another variant's is refused
   CHECK_FALSE(nn::EncoderDecoder::variant_of(nn::Linear(2, 3).state_dict()).has_value());
   CHECK_NOTHROW(m->check_variant(nn::Linear(2, 3).state_dict()));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -6,6 +6,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -252,3 +255,6 @@ TEST_CASE("D2lTransformerEncoder: embedding, positions, blocks with valid_lens",
   Tensor l2 = from_vector<int64_t>({3, 1}, {2});
   CHECK_GRADCHECK([&](const std::vector<Tensor>&) { return tiny(t, l2); }, tiny.parameters());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

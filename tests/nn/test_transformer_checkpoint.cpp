@@ -8,6 +8,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -136,3 +139,6 @@ TEST_CASE("TransformerEncoder checkpoint_layers: eval mode and no-grad are not c
   NoGradGuard no_grad;
   CHECK_FALSE(enc(x).requires_grad());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

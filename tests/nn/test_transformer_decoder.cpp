@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -232,3 +235,6 @@ TEST_CASE("TransformerEncoder: named masks, forward(x, {.is_causal = true})", "[
               layer(y2, {.is_causal = true}).select(0, 0), 0, 0);
   CHECK(max(abs(sub(layer(y).select(0, 0), layer(y2).select(0, 0)))).item() > 1e-3);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -157,3 +160,6 @@ TEST_CASE("ViT: configuration and input errors", "[nn]") {
   CHECK_THROWS_AS(vit(randn({2, 4, 4})), ShapeError);
   CHECK_THROWS_AS(vit(randn({1, 2, 4, 4}, kFloat64)), DTypeError);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -105,3 +108,6 @@ TEST_CASE("fused gelu is recorded as one differentiable node", "[ops]") {
   CHECK(std::string(y.grad_fn()->name()) == "GeluBackward");
   CHECK(y.grad_fn()->backward_is_differentiable());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

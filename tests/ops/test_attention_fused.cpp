@@ -3,6 +3,9 @@
 // strided views, empty dims), fully masked rows, memory linear in the length, errors.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::check_parity;
@@ -219,3 +222,6 @@ TEST_CASE("scaled_dot_product_attention rejects bad input", "[ops]") {
   CHECK_THROWS_WITH(scaled_dot_product_attention(zeros({4}), zeros({4}), zeros({4})),
                     Contains("(..., L, E)"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

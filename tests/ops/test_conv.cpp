@@ -3,6 +3,9 @@
 // parallel), gradcheck and gradgradcheck in float64, and the errors.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -241,3 +244,6 @@ TEST_CASE("conv errors name the op, the shapes and the arguments", "[ops]") {
   CHECK_THROWS_AS(conv2d(x, zeros({2, 3, 3, 3}), Tensor(), 1, 0, 0), ValueError);
   CHECK_THROWS_WITH(conv2d_composite(x, zeros({2, 2, 3, 3})), Contains("conv2d_composite"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

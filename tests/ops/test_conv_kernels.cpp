@@ -11,6 +11,9 @@
 // computes.
 #include "tests/ops/kernel_compare.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::with_kernels;
 
@@ -90,3 +93,6 @@ TEST_CASE("conv2d: tuned kernels agree with the reference kernel", "[ops][kernel
     }
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -9,6 +9,9 @@
 // C).
 #include "tests/ops/kernel_compare.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::with_kernels;
 
@@ -108,3 +111,6 @@ TEST_CASE("cross_entropy: classes on dim 1 with inner > 1 give bitwise the (posi
         }
       }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

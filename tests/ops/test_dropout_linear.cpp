@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -155,3 +158,6 @@ TEST_CASE("linear values and errors", "[ops]") {
   CHECK_THROWS_WITH(linear(zeros({2, 4}), zeros({5, 4}, kFloat64)),
                     Contains("linear") && Contains("float32") && Contains("float64"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

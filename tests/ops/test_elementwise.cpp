@@ -2,6 +2,9 @@
 // 0-d, size-1 dim, broadcast pair, transposed (non-contiguous) input, batched 4-D, zero-size.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -147,3 +150,6 @@ TEST_CASE("comparisons and logical ops", "[ops]") {
   CHECK_THROWS_AS(logical_and(a, b), DTypeError);
   CHECK(!lt(a.detach().requires_grad_(), b).requires_grad());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

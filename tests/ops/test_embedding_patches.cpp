@@ -2,6 +2,9 @@
 // conv2d: values, gradcheck (+ gradgradcheck where the backward is differentiable), errors.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -252,3 +255,6 @@ TEST_CASE("unfold and fold on inputs large enough to run in parallel", "[ops]") 
           fold(one_cols, {32, 32}, {3, 3}, {1, 1}, {1, 1}).to_vector<double>());
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -7,6 +7,9 @@
 #include "nabla/ops/gemm.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -93,3 +96,6 @@ TEST_CASE("gemm_onto_bias: every row starts as the bias, split or not", "[ops]")
       CHECK(worst < 1e-4);
     }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -2,6 +2,9 @@
 // duplicate indices, gradcheck + gradgradcheck, and error messages.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -177,3 +180,6 @@ TEST_CASE("gather and scatter_add on inputs large enough to run in parallel", "[
   CHECK(gather(x, 0, index).to_vector<double>() == gathered);
   CHECK_CLOSE(scatter_add(x, 0, index, src), from_vector(scattered, {V, C}), 1e-12, 1e-12);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -7,6 +7,9 @@
 #include "nabla/ops/kernels/kernels.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 TEST_CASE("kernels: NABLA_KERNELS=reference switches the tuned kernels off", "[ops]") {
@@ -26,3 +29,6 @@ TEST_CASE("kernels: NABLA_KERNELS=reference switches the tuned kernels off", "[o
   }
   CHECK(kernels::tuned_enabled() == !reference_run);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -130,3 +133,6 @@ TEST_CASE("layer_norm values and errors", "[ops]") {
   CHECK_THROWS_AS(layer_norm(arange(3), {3}), DTypeError);
   CHECK_THROWS_AS(layer_norm(z, {3}, Tensor(), Tensor(), -1.0), ValueError);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -13,6 +13,9 @@
 
 #include "tests/ops/kernel_compare.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::with_kernels;
 
@@ -99,3 +102,6 @@ TEST_CASE("layer_norm kernels agree at mean 1e4 and std 1e-2 (float32's float-pa
       CHECK_EPS_APART(yt, yr, dt == kFloat32 ? 16.0 : 16.0 * 1e6, test::max_abs(yr));
     }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

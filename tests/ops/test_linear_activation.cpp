@@ -2,6 +2,9 @@
 // the standard shapes, agreement with the composite twin above the parallel grain, errors.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::check_parity;
@@ -84,3 +87,6 @@ TEST_CASE("linear_activation rejects bad input naming itself", "[ops]") {
       linear_activation(zeros({2, 3}), zeros({4, 3}, kFloat64), Tensor(), LinearActivation::GELU),
       Contains("linear_activation") && Contains("float64"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -230,3 +233,6 @@ TEST_CASE("loss errors name the op, index, class count, shapes and dtypes", "[op
       binary_cross_entropy_with_logits(zeros({2, 3}), zeros({2, 3}), Reduction::Mean, zeros({2})),
       Contains("binary_cross_entropy_with_logits") && Contains("(2,)") && Contains("(2, 3)"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

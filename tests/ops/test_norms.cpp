@@ -3,6 +3,9 @@
 // running statistics batch_norm writes, PyTorch parity (tests/fixtures/gen_norms.py) and errors.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -152,3 +155,7 @@ TEST_CASE("norms reject bad input with clear errors", "[ops][norms]") {
   CHECK_ERROR(rms_norm(x, {4}, c6), ShapeError, Contains("weight"));
   CHECK_ERROR(rms_norm(x, {4}, Tensor(), -1.0), ValueError, Contains("eps"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
+#undef CHECK_ERROR

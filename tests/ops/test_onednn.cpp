@@ -11,6 +11,9 @@
 #include "nabla/core/parallel.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -260,3 +263,7 @@ TEST_CASE("onednn: calls run on nabla's thread count (1 in deterministic mode)",
   CHECK(onednn::last_call_threads() == 1);
   CHECK(c1 == c2);  // one thread both times: the same bits
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
+#undef REQUIRE_ONEDNN

@@ -3,6 +3,9 @@
 // script; the fused conv2d and its composite twin are both checked.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -89,3 +92,6 @@ TEST_CASE("parity: average pooling", "[ops][parity]") {
   check_parity(kFamily, "adaptive_avg_pool1d",
                [](auto& x) { return adaptive_avg_pool1d(x[0], 4); });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

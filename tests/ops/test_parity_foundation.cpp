@@ -2,6 +2,9 @@
 // tests/fixtures/gen_foundation.py). Each case applies the same op as the script.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -58,3 +61,6 @@ TEST_CASE("parity: views", "[ops][parity]") {
   check_parity("foundation", "slice_step",
                [](auto& x) { return mul(x[0].slice(1, 0, 6, 2), x[0].slice(1, 1, 6, 2)); });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -2,6 +2,9 @@
 // tests/fixtures/gen_pointwise.py). Each case applies the same op as the script.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -55,3 +58,6 @@ TEST_CASE("parity: gelu and silu", "[ops][parity]") {
   check_parity("pointwise", "gelu_tanh",
                [](auto& x) { return gelu_composite(x[0], GeluApproximate::Tanh); });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -3,6 +3,9 @@
 // tests/fixtures/gen_pointwise_more.py). Each case applies the same op as the script.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -94,3 +97,6 @@ TEST_CASE("parity: bool sums, any, all, isnan, isfinite (values and dtypes)", "[
   check_parity(kFamily, "isfinite", with_dtype(kBool, [](const Tensor& x) { return isfinite(x); }));
   check_parity(kFamily, "any_float", with_dtype(kBool, [](const Tensor& x) { return any(x, 1); }));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -5,6 +5,9 @@
 
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -84,3 +87,6 @@ TEST_CASE("parity: norm", "[ops][parity]") {
   check_parity("reductions", "norminf_all", [](auto& x) { return norm(x[0], kInf); });
   check_parity("reductions", "norminf_ties", [](auto& x) { return norm(x[0], kInf, {1}); });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -2,6 +2,9 @@
 // from tests/fixtures/gen_shape_indexing.py). Each case applies the same op as the script.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -74,3 +77,6 @@ TEST_CASE("parity: patches and conv2d", "[ops][parity]") {
     return add(matmul(patchify(x[0], 2), x[1].reshape({5, -1}).t()), x[2]);
   });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -3,6 +3,9 @@
 // tests/fixtures/gen_shape_linalg_more.py). Each case applies the same op as the script.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -124,3 +127,6 @@ TEST_CASE("parity: interpolate", "[ops][parity]") {
     });
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

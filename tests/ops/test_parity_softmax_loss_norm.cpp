@@ -3,6 +3,9 @@
 // script; integer and bool inputs (targets, lengths, masks) pass through unchanged.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -76,3 +79,6 @@ TEST_CASE("parity: layer_norm and linear", "[ops][parity]") {
   check_parity(kFamily, "linear_1d", [](auto& x) { return linear(x[0], x[1], x[2]); });
   check_parity(kFamily, "linear_nobias_t", [](auto& x) { return linear(x[0].t(), x[1]); });
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

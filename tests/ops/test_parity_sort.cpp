@@ -3,6 +3,9 @@
 // case applies the same op as the script; index outputs are compared as values.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::check_parity;
 
@@ -70,3 +73,6 @@ TEST_CASE("parity: the filters remove exactly PyTorch's positions", "[ops][parit
     }
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -3,6 +3,9 @@
 // ties, and error messages.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -236,3 +239,6 @@ TEST_CASE("masked_fill values and errors", "[ops]") {
                     Contains("masked_fill") && Contains("(2, 3)") && Contains("(4,)"));
   CHECK_THROWS_AS(masked_fill(arange(3), mask, 0.5), ValueError);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

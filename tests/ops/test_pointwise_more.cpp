@@ -4,6 +4,9 @@
 // the error messages. Gradcheck on the standard shapes is in tests/op_db/ops_pointwise_more.cpp.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -129,3 +132,6 @@ TEST_CASE("nn activation modules wrap the ops with PyTorch's defaults", "[ops][n
   CHECK(values_of(nn::LogSigmoid()(x)) == values_of(log_sigmoid(x)));
   CHECK(nn::Mish().parameters().empty());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -161,3 +164,6 @@ TEST_CASE("pooling errors name the op, the shapes and the arguments", "[ops]") {
   CHECK_THROWS_WITH(adaptive_avg_pool1d(zeros({1, 2, 0}), 2),
                     Contains("adaptive_avg_pool1d") && Contains("(1, 2, 0)"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

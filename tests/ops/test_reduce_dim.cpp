@@ -2,6 +2,9 @@
 // gradgradcheck on the standard shapes, PyTorch's tie and NaN rules, errors.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -181,3 +184,6 @@ TEST_CASE("sum of one long row is exact (regression: the inner loop raced across
   }
   set_num_threads(prev);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -1,6 +1,9 @@
 // gradcheck of reductions, matmul and the view ops.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -116,3 +119,6 @@ TEST_CASE("to(dtype) sends the gradient back in the input's dtype", "[ops]") {
   CHECK(x.grad().dtype() == kFloat32);
   CHECK(x.grad().to_vector<float>() == std::vector<float>{2, 2, 2});
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

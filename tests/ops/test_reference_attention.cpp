@@ -6,6 +6,9 @@
 // (gradients) absolute, float64 within 1e-12 and 1e-11. The dropout mask is the same bit for bit.
 #include "tests/ops/kernel_compare.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::compare_kernels;
 using test::KernelComparison;
@@ -108,3 +111,6 @@ TEST_CASE("attention: tuned and reference kernels drop the same weights", "[ops]
     CHECK_FALSE(test::bitwise_equal(out[0], out[1]));  // two kernels did run
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

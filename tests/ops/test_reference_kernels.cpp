@@ -7,6 +7,9 @@
 
 #include "tests/ops/kernel_compare.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::compare_kernels;
 using test::KernelComparison;
@@ -186,3 +189,6 @@ TEST_CASE("linear_activation: tuned kernels against the reference", "[ops][kerne
           test::check_within(c.tuned_grads[2], c.reference_grads[2], mul(sum(up, {0}), per(M)));
         }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

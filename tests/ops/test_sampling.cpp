@@ -6,6 +6,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -186,3 +189,6 @@ TEST_CASE("multinomial draws do not depend on the thread count", "[ops][sampling
   CHECK(runs[0] == runs[2]);
   CHECK(runs[1] == runs[3]);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

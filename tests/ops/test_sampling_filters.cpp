@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -92,3 +95,6 @@ TEST_CASE("the filters pass the gradient of kept logits only; gradcheck through 
       CHECK_GRADGRADCHECK(fn, std::vector<Tensor>{in});
     }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -2,6 +2,9 @@
 // hand-computed results, gradcheck + gradgradcheck on the standard shapes, and error messages.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -277,3 +280,6 @@ TEST_CASE("shape op errors name the op and the shapes", "[ops]") {
   CHECK_THROWS_AS(tril(zeros({3})), ShapeError);
   CHECK_THROWS_WITH(triu(zeros({3})), Contains("triu") && Contains("(3,)"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

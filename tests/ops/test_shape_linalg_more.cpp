@@ -5,6 +5,9 @@
 // PyTorch parity in test_parity_shape_linalg_more.cpp.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -134,3 +137,6 @@ TEST_CASE("cosine_similarity normalize interpolate values", "[ops]") {
   CHECK_THROWS_WITH(interpolate(ones({1, 2, 2}), {.size = {3}}),
                     Contains("interpolate") && Contains("(1, 2, 2)"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

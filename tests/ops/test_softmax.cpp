@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -251,3 +254,6 @@ TEST_CASE("softmax family errors name the op, shapes and dtypes", "[ops]") {
       masked_softmax(x3, zeros({2, 3, 4, 1}), MaskKind::Additive),
       Contains("masked_softmax") && Contains("(2, 3, 4, 1)") && Contains("(2, 3, 4)"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

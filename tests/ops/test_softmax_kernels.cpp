@@ -11,6 +11,9 @@
 
 #include "tests/ops/kernel_compare.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using test::with_kernels;
 
@@ -130,3 +133,6 @@ TEST_CASE("masked_softmax: tuned kernel agrees with the reference kernel", "[ops
         }
       }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -164,3 +167,6 @@ TEST_CASE("topk, sort and argsort errors name the op and the problem", "[ops][so
   CHECK_THROWS_WITH(argsort(b), Contains("argsort") && Contains("bool"));
   CHECK_THROWS_AS(topk(scalar_tensor(1.0), 2), ValueError);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

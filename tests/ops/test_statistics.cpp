@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::leaf;
@@ -188,3 +191,6 @@ TEST_CASE("statistics errors name the op, the dim and the shape", "[ops]") {
   CHECK_THROWS_AS(var(arange(3)), DTypeError);
   CHECK_THROWS_WITH(logsumexp(arange(3), {0}), Contains("logsumexp") && Contains("int64"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

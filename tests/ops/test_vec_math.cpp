@@ -2,6 +2,9 @@
 #include "nabla/ops/vec_math.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 TEST_CASE("vec_math::exp is within a few ulp of exp over its range", "[ops]") {
   double worst = 0;
   for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
@@ -28,3 +31,6 @@ TEST_CASE("vec_math::erf is within 5e-7 of erf, odd, and saturates", "[ops]") {
   CHECK(nabla::vec_math::erf(0.0f) == 0.0f);
   CHECK(nabla::vec_math::erf(10.0f) == 1.0f);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -6,6 +6,9 @@
 
 #include "tests/ops/kernel_compare.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::optim;
 
@@ -88,3 +91,6 @@ TEST_CASE("Adam/AdamW: tuned step and reference loop agree bitwise", "[optim][ke
     check_kernels_agree(cfg, kFloat64);
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -9,6 +9,9 @@
 #include "nabla/optim/multi_tensor.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::optim;
 
@@ -155,3 +158,6 @@ TEST_CASE("parallel_for_segments visits every element of every segment once", "[
     CHECK(once);
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

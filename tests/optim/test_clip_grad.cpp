@@ -4,6 +4,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::optim;
 using Catch::Matchers::Contains;
@@ -63,3 +66,6 @@ TEST_CASE("clip_grad_value_ clamps every element", "[optim]") {
   CHECK(b.grad().to_vector<float>() == std::vector<float>{1});
   CHECK_THROWS_AS(clip_grad_value_({a}, -1.0), ValueError);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -2,6 +2,9 @@
 // plateau logic, and state_dict round trips. Full 100-epoch parity is in test_parity_optim.cpp.
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::optim;
 using Catch::Matchers::Contains;
@@ -151,3 +154,6 @@ TEST_CASE("LR schedules: state_dict round trip and errors", "[optim]") {
   CHECK(p.last_epoch() == 2);
   CHECK_THROWS_WITH(p.load_state_dict({}), Contains("missing key 'best'"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

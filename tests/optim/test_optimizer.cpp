@@ -5,6 +5,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::optim;
 using Catch::Matchers::Contains;
@@ -309,3 +312,6 @@ TEST_CASE("Optimizer state_dict: layout and load errors", "[optim]") {
   CHECK(opt.state(0).at("exp_avg").dtype() == kFloat64);
   CHECK(opt.state(1).empty());
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

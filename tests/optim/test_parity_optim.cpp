@@ -4,6 +4,9 @@
 // in float64, 1e-5 + 1e-4 relative in float32.
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::optim;
 
@@ -159,3 +162,6 @@ TEST_CASE("parity: MLP training with SGD, Adam, AMSGrad, AdamW + schedule + clip
   for (const char* cfg : {"sgd", "adam", "amsgrad", "adamw"})
     for (DType dt : {kFloat64, kFloat32}) check_training(cfg, dt);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace

@@ -21,6 +21,9 @@
 #include "nabla/core/io/checkpoint.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using namespace nabla::optim;
 namespace fs = std::filesystem;
@@ -343,3 +346,6 @@ TEST_CASE("resume: optimizer and schedule state through io::Checkpoint", "[optim
         nullptr, /*plateau=*/true);
   }
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
