@@ -162,7 +162,7 @@ void matmul_bf16(const Bf16Matmul& p, const uint16_t* a, const uint16_t* b, floa
   translate_errors(what, shapes, [&] {
     const auto make = [&] {
       const dnnl::matmul::desc desc(a_md, b_md, c_md);
-      return Entry{dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine())), b_md};
+      return Entry{dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine())), b_md, {}};
     };
     const dnnl::primitive prim = cache().get(key, make).prim;
     memory am(a_md, engine(), const_cast<uint16_t*>(a)),

@@ -43,11 +43,11 @@ void matmul_bf16(const Bf16Matmul& p, const uint16_t* a, const uint16_t* b, floa
 enum class Activation : uint8_t { None, ReLU, GELU, GELUTanh };
 
 // The int8 linear map of dynamic quantisation (PyTorch's quantized::linear_dynamic):
-//   C[i, j] = act((x_scale * w_scales[j]) * sum_t (X[i, t] - x_zero_point) * W[j, t] + bias[j])
+//   C[i, j] = act(x_scale * w_scales[j] * sum_t (X[i, t] - x_zero_point) * W[j, t] + bias[j])
 // X: m x k unsigned 8-bit activations, row stride ldx; W: n x k signed 8-bit weights, row-major
 // (a Linear's (out, in) layout); w_scales: n; bias: n float32 or null; C: m x n float32, row
-// stride ldc. The sum is exact (int32); the scaling, bias and activation run in float32 in that
-// order, inside the product's kernel (oneDNN post-ops).
+// stride ldc. The sum is exact (int32); the rest runs in float32 inside the product's kernel, in
+// oneDNN's order: x_scale * (w_scales[j] * (sum + bias[j] / (x_scale * w_scales[j]))), then act.
 struct Int8Linear {
   int64_t m = 0, n = 0, k = 0;
   int64_t ldx = 0, ldc = 0;
@@ -95,7 +95,8 @@ class PackedInt8Weights {
 void linear_u8s8(const Int8Linear& p, const uint8_t* x, const PackedInt8Weights& w,
                  const float* bias, float* c);
 
-// The primitive cache: hits and misses since the last clear, entries now, and the bound.
+// The primitive cache: hits and misses since the last clear, entries now, and the bound (512 at
+// start: an int8 primitive holds its weight's scales, so a model needs one per quantised layer).
 struct CacheStats {
   int64_t hits = 0, misses = 0, size = 0, capacity = 0;
 };

@@ -12,6 +12,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "nabla/core/error.h"
 #include "nabla/ops/kernels/onednn.h"
@@ -31,15 +32,21 @@ using Key = std::array<int64_t, 16>;
 struct Entry {
   dnnl::primitive prim;
   memory::desc weights;
+  std::vector<float> scales;  // the output scales made into it (int8); a hit must match them
 };
 
 class PrimitiveCache {
  public:
+  // The entry for `key` (its scales equal to `scales` when given), made by make() on a miss.
   template <class Make>
-  Entry get(const Key& key, Make&& make) {
+  Entry get(const Key& key, Make&& make, const std::vector<float>* scales = nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (it->first != key) continue;
+      if (scales && it->second.scales != *scales) {  // a hash collision of the scales
+        entries_.erase(it);
+        break;
+      }
       entries_.splice(entries_.begin(), entries_, it);  // most recently used first
       ++hits_;
       return entries_.front().second;
@@ -72,7 +79,7 @@ class PrimitiveCache {
   // A model has a few dozen distinct shapes; a linear search over this list costs far less than
   // the product it finds.
   std::list<std::pair<Key, Entry> > entries_;
-  int64_t hits_ = 0, misses_ = 0, capacity_ = 128;
+  int64_t hits_ = 0, misses_ = 0, capacity_ = 512;
 };
 PrimitiveCache& cache();
 

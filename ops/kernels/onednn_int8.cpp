@@ -1,11 +1,12 @@
 // The int8 product of the oneDNN backend (ops/kernels/onednn.h): oneDNN 2.6's matmul
-// (https://oneapi-src.github.io/oneDNN/v2.6/dev_guide_matmul.html), u8 activations x s8 weights.
-// Every per-call quantisation parameter is given at execution, so one primitive serves every
-// batch's scale: a runtime source zero point (dev_guide_attributes_quantization.html), and the
-// column scales and the bias as binary post-ops (dev_guide_attributes_post_ops.html). Not output
-// scales: 2.6's brgemm matmul (the VNNI / AMX kernel) takes only output scales fixed when the
-// primitive is made, and runtime ones send the call to the slower gemm:jit (ONEDNN_VERBOSE=1
-// names the implementation each call runs; docs/perf.md).
+// (https://oneapi-src.github.io/oneDNN/v2.6/dev_guide_matmul.html), u8 activations x s8 weights,
+// run by its brgemm implementation (brg:avx512_core_vnni here, AMX where there is one). What
+// changes per call is given at execution, so one primitive per weight serves every batch: a
+// runtime source zero point (dev_guide_attributes_quantization.html) and the batch's scale as a
+// one-element binary post-op (dev_guide_attributes_post_ops.html). The weight's own per-column
+// scales are output scales fixed in the primitive: 2.6's brgemm takes no runtime output scales
+// (they send the call to the slower gemm:jit), and per-column binary post-ops cost ~40% of the
+// product on the encoder's shapes. ONEDNN_VERBOSE=1 names the implementation each call runs.
 #if NABLA_WITH_ONEDNN
 #include <fmt/format.h>
 
@@ -37,31 +38,51 @@ memory::desc int8_weights_md(int64_t n, int64_t k, bool packed) {
                 : memory::desc(dims({k, n}), dt::s8, dims({1, k}));
 }
 memory::desc row_md(int64_t n) { return memory::desc(dims({1, n}), dt::f32, dims({n, 1})); }
+memory::desc scalar_md() { return memory::desc(dims({1, 1}), dt::f32, dims({1, 1})); }
 
-// C = act((X - zp) W^T * scale_row + bias_row): the zero point, the scales and the bias are all
-// given at execution (the file's first comment says why binary post-ops).
-dnnl::matmul::primitive_desc int8_primitive_desc(const Int8Linear& p, bool has_bias, bool packed) {
+// FNV-1a over the scales' bytes: the scales are part of an int8 primitive, so of its key.
+int64_t scales_hash(const float* s, int64_t n) {
+  uint64_t h = 14695981039346656037ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(s);
+  for (int64_t i = 0; i < n * static_cast<int64_t>(sizeof(float)); ++i)
+    h = (h ^ bytes[i]) * 1099511628211ull;
+  return static_cast<int64_t>(h);
+}
+
+// C = act(x_scale * (w_scales[j] * ((X - zp) W^T + bias'))) with bias' = bias / (x_scale *
+// w_scales[j]): oneDNN adds the bias before the output scales (dev_guide_matmul.html). The
+// weight's scales are made into the primitive (brgemm takes only those); the zero point, the
+// batch's x_scale (a one-element binary post-op) and the bias are given at execution.
+dnnl::matmul::primitive_desc int8_primitive_desc(const Int8Linear& p, const float* w_scales,
+                                                 bool has_bias, bool packed) {
   dnnl::primitive_attr attr;
+  attr.set_output_scales(1 << 1, std::vector<float>(w_scales, w_scales + p.n));
   attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   dnnl::post_ops ops;
-  ops.append_binary(dnnl::algorithm::binary_mul, row_md(p.n));
-  if (has_bias) ops.append_binary(dnnl::algorithm::binary_add, row_md(p.n));
+  ops.append_binary(dnnl::algorithm::binary_mul, scalar_md());
   if (p.activation != Activation::None) ops.append_eltwise(1.0f, eltwise_of(p.activation), 0, 0);
   attr.set_post_ops(ops);
   const memory::desc x_md(dims({p.m, p.k}), dt::u8, dims({p.ldx, 1}));
   const memory::desc c_md(dims({p.m, p.n}), dt::f32, dims({p.ldc, 1}));
-  return dnnl::matmul::primitive_desc(
-      dnnl::matmul::desc(x_md, int8_weights_md(p.n, p.k, packed), c_md), attr, engine());
+  const memory::desc w_md = int8_weights_md(p.n, p.k, packed);
+  const auto desc = has_bias ? dnnl::matmul::desc(x_md, w_md, row_md(p.n), c_md)
+                             : dnnl::matmul::desc(x_md, w_md, c_md);
+  return dnnl::matmul::primitive_desc(desc, attr, engine());
 }
 
-Entry int8_entry(const Int8Linear& p, bool has_bias, bool packed, int threads) {
+// The primitive for this product and these weight scales (hash: scales_hash of them).
+Entry int8_entry(const Int8Linear& p, const std::vector<float>& w_scales, int64_t hash,
+                 bool has_bias, bool packed, int threads) {
   const Key key{
-      2,       p.m,    p.n, p.k, p.ldx, p.ldc, has_bias, static_cast<int64_t>(p.activation),
-      threads, packed, 0,   0,   0,     0,     0,        0};
-  return cache().get(key, [&] {
-    const auto pd = int8_primitive_desc(p, has_bias, packed);
-    return Entry{dnnl::matmul(pd), pd.weights_desc()};
-  });
+      2,       p.m,    p.n,  p.k, p.ldx, p.ldc, has_bias, static_cast<int64_t>(p.activation),
+      threads, packed, hash, 0,   0,     0,     0,        0};
+  return cache().get(
+      key,
+      [&] {
+        const auto pd = int8_primitive_desc(p, w_scales.data(), has_bias, packed);
+        return Entry{dnnl::matmul(pd), pd.weights_desc(), w_scales};
+      },
+      &w_scales);
 }
 
 void check_int8(const char* what, const Int8Linear& p) {
@@ -87,9 +108,11 @@ void int8_empty_sum(const Int8Linear& p, const float* w_scales, const float* bia
 
 void run_int8(const char* what, const Int8Linear& p, const dnnl::primitive& prim, const memory& w,
               const float* w_scales, const float* bias, float* c, const uint8_t* x) {
-  std::vector<float> scales(p.n);  // the scale of each output column, x_scale * w_scales[j]
-  for (int64_t j = 0; j < p.n; ++j) scales[j] = p.x_scale * w_scales[j];
+  std::vector<float> scaled_bias(bias ? p.n : 0);  // bias' above
+  for (int64_t j = 0; j < static_cast<int64_t>(scaled_bias.size()); ++j)
+    scaled_bias[j] = bias[j] / (p.x_scale * w_scales[j]);
   int32_t zero_point = p.x_zero_point;
+  float x_scale = p.x_scale;
   const memory::desc x_md(dims({p.m, p.k}), dt::u8, dims({p.ldx, 1}));
   const memory::desc c_md(dims({p.m, p.n}), dt::f32, dims({p.ldc, 1}));
   std::unordered_map<int, memory> args{
@@ -99,10 +122,8 @@ void run_int8(const char* what, const Int8Linear& p, const dnnl::primitive& prim
       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
        memory(memory::desc(dims({1}), dt::s32, dims({1})), engine(), &zero_point)},
       {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-       memory(row_md(p.n), engine(), scales.data())}};
-  if (bias)
-    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
-                 memory(row_md(p.n), engine(), const_cast<float*>(bias)));
+       memory(scalar_md(), engine(), &x_scale)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(row_md(p.n), engine(), scaled_bias.data()));
   const std::string shapes = fmt::format("({} x {}) u8 @ ({} x {})^T s8", p.m, p.k, p.n, p.k);
   translate_errors(what, shapes, [&] {
     prim.execute(stream(), args);
@@ -132,9 +153,11 @@ void linear_u8s8(const Int8Linear& p, const uint8_t* x, const int8_t* w, const f
   if (p.m == 0 || p.n == 0) return;
   if (p.k == 0) return int8_empty_sum(p, w_scales, bias, c);
   const int threads = prepare_threads();
+  const std::vector<float> scales(w_scales, w_scales + p.n);
   dnnl::primitive prim;
-  translate_errors(what, fmt::format("({} x {}) u8 @ ({} x {})^T s8", p.m, p.k, p.n, p.k),
-                   [&] { prim = int8_entry(p, bias != nullptr, false, threads).prim; });
+  translate_errors(what, fmt::format("({} x {}) u8 @ ({} x {})^T s8", p.m, p.k, p.n, p.k), [&] {
+    prim = int8_entry(p, scales, scales_hash(w_scales, p.n), bias != nullptr, false, threads).prim;
+  });
   run_int8(what, p, prim, plain_weights(p.n, p.k, w), w_scales, bias, c, x);
 }
 
@@ -147,6 +170,7 @@ struct PackedInt8Weights::State {
   };
   int64_t n = 0, k = 0;
   std::vector<float> scales;
+  int64_t hash = 0;     // scales_hash(scales)
   bool blocked = true;  // calls run the primitive that reads the blocked layout
   std::mutex mutex;
   std::shared_ptr<const Layout> layout;  // null when n or k is 0
@@ -185,6 +209,7 @@ PackedInt8Weights::PackedInt8Weights(int64_t n, int64_t k, const int8_t* w, cons
   state_ = std::make_shared<State>();
   state_->n = n, state_->k = k;
   state_->scales.assign(w_scales, w_scales + n);
+  state_->hash = scales_hash(w_scales, n);
   if (n == 0 || k == 0) return;
   prepare_threads();
   translate_errors(what, fmt::format("weight ({} x {}) s8", n, k), [&] {
@@ -193,7 +218,7 @@ PackedInt8Weights::PackedInt8Weights(int64_t n, int64_t k, const int8_t* w, cons
     if (layout == WeightLayout::Auto || layout == WeightLayout::Blocked) {
       Int8Linear p;
       p.m = kPackRows, p.n = n, p.k = k, p.ldx = k, p.ldc = n;
-      const memory::desc blocked = int8_primitive_desc(p, false, true).weights_desc();
+      const memory::desc blocked = int8_primitive_desc(p, w_scales, false, true).weights_desc();
       const bool too_big =
           static_cast<double>(blocked.get_size()) > kMaxBlockedGrowth * static_cast<double>(n * k);
       if (layout == WeightLayout::Blocked || !too_big) md = blocked;
@@ -247,7 +272,8 @@ void linear_u8s8(const Int8Linear& p, const uint8_t* x, const PackedInt8Weights&
   Entry entry;
   std::shared_ptr<const PackedInt8Weights::State::Layout> layout;
   translate_errors(what, fmt::format("({} x {}) u8 @ ({} x {})^T s8", p.m, p.k, p.n, p.k), [&] {
-    entry = int8_entry(p, bias != nullptr, w.state_->blocked, threads);
+    entry = int8_entry(p, w.state_->scales, w.state_->hash, bias != nullptr, w.state_->blocked,
+                       threads);
     layout = w.state_->blocked ? w.state_->in_layout(entry.weights) : w.state_->current();
   });
   run_int8(what, p, entry.prim, layout->data, w.scales().data(), bias, c, x);

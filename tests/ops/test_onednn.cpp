@@ -247,7 +247,7 @@ TEST_CASE("onednn: a repeated shape reuses its primitive; the cache is bounded L
   run(2);
   CHECK(onednn::cache_stats().misses == 4);
   CHECK_THROWS_AS(onednn::set_cache_capacity(0), ValueError);
-  onednn::set_cache_capacity(128);
+  onednn::set_cache_capacity(512);
   onednn::clear_cache();
   CHECK(onednn::cache_stats().size == 0);
 }
