@@ -1,11 +1,13 @@
-// int8: dynamic int8 quantisation of the encoder_infer model (bench/encoder_model.h, config
-// small, eval mode, no grad), against the same model in float32; the twin is bench/py/int8.py
-// (torch.ao.quantization.quantize_dynamic, per-channel qint8 weights, on the same model).
+// int8: dynamic int8 quantisation of the encoder_infer model (bench/encoder_model.h, eval mode,
+// no grad; --config small, or large where the products dominate more), against the same model
+// in float32; the twin is bench/py/int8.py (torch.ao.quantization.quantize_dynamic, per-channel
+// qint8 weights, on the same model).
 // --precision float32 | int8: one MEASURE line for that precision (what bench/run.py compares with
 // the twin); both (the default): the two MEASURE lines, then
 //   RESULT bench=int8 float_ms=... int8_ms=... int8_over_float=... float_weight_bytes=...
 //          int8_weight_bytes=... weight_ratio=... quantised=<Linear layers>
-// weight bytes: the quantised Linear layers' weights in float32 and as int8 + scales.
+// weight bytes: the quantised Linear layers' weights in float32 and as held in int8 (oneDNN's
+// packed layout, with its column sums) + scales.
 // Target (issue 22): int8_over_float <= 0.6 on VNNI/AMX CPUs.
 #include <fmt/format.h>
 

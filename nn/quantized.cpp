@@ -6,11 +6,18 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "nabla/core/allocator.h"
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
+#include "nabla/core/machine.h"
 #include "nabla/core/parallel.h"
 #include "nabla/ops/kernels/onednn.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace nabla::nn {
 namespace {
@@ -28,21 +35,136 @@ onednn::Activation to_onednn(std::optional<LinearActivation> act) {
   return onednn::Activation::None;
 }
 
-// Min and max of n floats, over split_parts() blocks when the tensor is large.
-std::pair<float, float> min_max(const float* x, int64_t n) {
-  const int64_t parts = n * 2 >= parallel_grain() && !in_parallel_part() ? split_parts() : 1;
-  std::vector<float> lo(parts, std::numeric_limits<float>::infinity()),
-      hi(parts, -std::numeric_limits<float>::infinity());
-  run_parts(parts, [&](int64_t p) {
-    const int64_t b = n * p / parts, e = n * (p + 1) / parts;
-    float l = lo[p], h = hi[p], nan = 0.0f;
-    for (int64_t i = b; i < e; ++i)
-      l = std::min(l, x[i]), h = std::max(h, x[i]), nan += x[i] * 0.0f;
-    // min and max skip a NaN; x * 0 is NaN for a NaN (and an Inf) and 0 otherwise.
-    lo[p] = l + nan, hi[p] = h + nan;
-  });
-  return {*std::min_element(lo.begin(), lo.end()), *std::max_element(hi.begin(), hi.end())};
+// The range and quantisation kernels, one per SIMD row; each takes [b, e) of the arrays.
+// NaN is tracked apart (min and max skip it): x != x only for a NaN.
+void range_scalar(const float* x, int64_t b, int64_t e, float& lo, float& hi, bool& nan) {
+  for (int64_t i = b; i < e; ++i)
+    lo = std::min(lo, x[i]), hi = std::max(hi, x[i]), nan |= x[i] != x[i];
 }
+void quantize_scalar(const float* x, int64_t b, int64_t e, float inv_scale, float zp, float qmax,
+                     uint8_t* out) {
+  for (int64_t i = b; i < e; ++i)
+    out[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(x[i] * inv_scale) + zp, 0.0f, qmax));
+}
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*, which its -Wuninitialized reports
+// (GCC bug 105593, fixed in GCC 13); nothing here reads an undefined lane.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) int64_t range_avx512(const float* x, int64_t b, int64_t e,
+                                                        float& lo, float& hi, bool& nan) {
+  __m512 l0 = _mm512_set1_ps(lo), h0 = _mm512_set1_ps(hi), l1 = l0, h1 = h0;
+  __mmask16 bad = 0;
+  int64_t i = b;
+  for (; i + 32 <= e; i += 32) {
+    const __m512 a = _mm512_loadu_ps(x + i), c = _mm512_loadu_ps(x + i + 16);
+    bad |= _mm512_cmp_ps_mask(a, c, _CMP_UNORD_Q);  // a NaN in either
+    l0 = _mm512_min_ps(l0, a), h0 = _mm512_max_ps(h0, a);
+    l1 = _mm512_min_ps(l1, c), h1 = _mm512_max_ps(h1, c);
+  }
+  alignas(64) float ls[16], hs[16];
+  _mm512_store_ps(ls, _mm512_min_ps(l0, l1)), _mm512_store_ps(hs, _mm512_max_ps(h0, h1));
+  lo = *std::min_element(ls, ls + 16), hi = *std::max_element(hs, hs + 16);
+  nan |= bad != 0;
+  return i;
+}
+// 16 floats -> 16 bytes: round half to even, add the zero point, clamp, narrow.
+__attribute__((target("avx512f"))) int64_t quantize_avx512(const float* x, int64_t b, int64_t e,
+                                                           float inv_scale, float zp, float qmax,
+                                                           uint8_t* out) {
+  const __m512 inv = _mm512_set1_ps(inv_scale), z = _mm512_set1_ps(zp), top = _mm512_set1_ps(qmax),
+               zero = _mm512_setzero_ps();
+  int64_t i = b;
+  for (; i + 16 <= e; i += 16) {
+    __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), inv),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, z), zero), top);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(v)));
+  }
+  return i;
+}
+#pragma GCC diagnostic pop
+
+__attribute__((target("avx2"))) int64_t range_avx2(const float* x, int64_t b, int64_t e, float& lo,
+                                                   float& hi, bool& nan) {
+  __m256 l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi), bad = _mm256_setzero_ps();
+  int64_t i = b;
+  for (; i + 8 <= e; i += 8) {
+    const __m256 a = _mm256_loadu_ps(x + i);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    l = _mm256_min_ps(l, a), h = _mm256_max_ps(h, a);
+  }
+  alignas(32) float ls[8], hs[8];
+  _mm256_store_ps(ls, l), _mm256_store_ps(hs, h);
+  lo = *std::min_element(ls, ls + 8), hi = *std::max_element(hs, hs + 8);
+  nan |= _mm256_movemask_ps(bad) != 0;
+  return i;
+}
+// 8 floats -> 8 int32: round half to even, add the zero point, clamp.
+__attribute__((target("avx2"), always_inline)) inline __m256i quantize8_avx2(const float* x,
+                                                                             __m256 inv, __m256 z,
+                                                                             __m256 top) {
+  const __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm256_cvtps_epi32(
+      _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, z), _mm256_setzero_ps()), top));
+}
+// 32 floats -> 32 bytes; the two packs interleave 128-bit lanes, the permute restores the order.
+__attribute__((target("avx2"))) int64_t quantize_avx2(const float* x, int64_t b, int64_t e,
+                                                      float inv_scale, float zp, float qmax,
+                                                      uint8_t* out) {
+  const __m256 inv = _mm256_set1_ps(inv_scale), z = _mm256_set1_ps(zp), top = _mm256_set1_ps(qmax);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  int64_t i = b;
+  for (; i + 32 <= e; i += 32) {
+    const __m256i w01 = _mm256_packus_epi32(quantize8_avx2(x + i, inv, z, top),
+                                            quantize8_avx2(x + i + 8, inv, z, top));
+    const __m256i w23 = _mm256_packus_epi32(quantize8_avx2(x + i + 16, inv, z, top),
+                                            quantize8_avx2(x + i + 24, inv, z, top));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bytes);
+  }
+  return i;
+}
+#endif
+
+void range_part(const float* x, int64_t b, int64_t e, float& lo, float& hi, bool& nan) {
+#if defined(__x86_64__)
+  const machine::Isa simd = machine::profile().simd;
+  if (simd == machine::Isa::Avx512) b = range_avx512(x, b, e, lo, hi, nan);
+  if (simd >= machine::Isa::Avx2) b = range_avx2(x, b, e, lo, hi, nan);
+#endif
+  range_scalar(x, b, e, lo, hi, nan);
+}
+void quantize_part(const float* x, int64_t b, int64_t e, float inv_scale, float zp, float qmax,
+                   uint8_t* out) {
+#if defined(__x86_64__)
+  const machine::Isa simd = machine::profile().simd;
+  if (simd == machine::Isa::Avx512) b = quantize_avx512(x, b, e, inv_scale, zp, qmax, out);
+  if (simd >= machine::Isa::Avx2) b = quantize_avx2(x, b, e, inv_scale, zp, qmax, out);
+#endif
+  quantize_scalar(x, b, e, inv_scale, zp, qmax, out);
+}
+
+// The quantised activations' buffer, from nabla's caching allocator: a call reuses the block the
+// last one freed, and nothing is zeroed first.
+class ByteBuffer {
+ public:
+  explicit ByteBuffer(int64_t n) : n_(static_cast<size_t>(std::max<int64_t>(n, 1))) {
+    data_ = static_cast<uint8_t*>(allocator::allocate(n_));
+  }
+  ~ByteBuffer() { allocator::deallocate(data_, n_); }
+  ByteBuffer(const ByteBuffer&) = delete;
+  ByteBuffer& operator=(const ByteBuffer&) = delete;
+  uint8_t* data() { return data_; }
+
+ private:
+  size_t n_;
+  uint8_t* data_;
+};
 
 }  // namespace
 
@@ -55,6 +177,28 @@ ActivationQuantization choose_activation_quantization(float lo, float hi, bool r
   const float zp = std::nearbyint(-lo / q.scale);
   q.zero_point = static_cast<int32_t>(std::clamp(zp, 0.0f, static_cast<float>(q.qmax)));
   return q;
+}
+
+std::pair<float, float> activation_range(const float* x, int64_t n) {
+  const int64_t parts = n * 2 >= parallel_grain() && !in_parallel_part() ? split_parts() : 1;
+  std::vector<float> lo(parts, std::numeric_limits<float>::infinity()),
+      hi(parts, -std::numeric_limits<float>::infinity());
+  std::vector<char> nan(parts, 0);
+  run_parts(parts, [&](int64_t p) {
+    bool bad = false;
+    range_part(x, n * p / parts, n * (p + 1) / parts, lo[p], hi[p], bad);
+    nan[p] = bad;
+  });
+  if (std::find(nan.begin(), nan.end(), 1) != nan.end()) return {NAN, NAN};
+  return {*std::min_element(lo.begin(), lo.end()), *std::max_element(hi.begin(), hi.end())};
+}
+
+void quantize_activations(const float* x, int64_t n, const ActivationQuantization& q,
+                          uint8_t* out) {
+  const float inv_scale = 1.0f / q.scale, zp = static_cast<float>(q.zero_point),
+              qmax = static_cast<float>(q.qmax);
+  parallel_for(n, 2,
+               [&](int64_t b, int64_t e) { quantize_part(x, b, e, inv_scale, zp, qmax, out); });
 }
 
 bool default_reduce_range() {
@@ -76,8 +220,8 @@ QuantizedLinear::QuantizedLinear(const Linear& linear, const QuantizeOptions& op
     throw DTypeError(fmt::format("QuantizedLinear: the Linear's weight must be float32, got {}",
                                  dtype_name(w.dtype())));
   const std::vector<float> values = w.contiguous().to_vector<float>();
-  weight_.resize(values.size());
-  scales_.resize(out_features_);
+  std::vector<int8_t> rows(values.size());
+  std::vector<float> scales(out_features_);
   for (int64_t j = 0; j < out_features_; ++j) {
     const float* row = values.data() + j * in_features_;
     float max_abs = 0.0f;
@@ -85,15 +229,16 @@ QuantizedLinear::QuantizedLinear(const Linear& linear, const QuantizeOptions& op
     if (!std::isfinite(max_abs))
       throw ValueError(fmt::format("QuantizedLinear: weight row {} holds a non-finite value", j));
     const float scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
-    scales_[j] = scale;
+    scales[j] = scale;
     for (int64_t t = 0; t < in_features_; ++t)
-      weight_[j * in_features_ + t] =
+      rows[j * in_features_ + t] =
           static_cast<int8_t>(std::clamp(std::nearbyint(row[t] / scale), -127.0f, 127.0f));
   }
+  weight_ = onednn::PackedInt8Weights(out_features_, in_features_, rows.data(), scales.data());
 }
 
 int64_t QuantizedLinear::weight_bytes() const {
-  return static_cast<int64_t>(weight_.size() * sizeof(int8_t) + scales_.size() * sizeof(float));
+  return weight_.packed_bytes() + out_features_ * static_cast<int64_t>(sizeof(float));
 }
 
 Tensor QuantizedLinear::forward(const Tensor& x, std::optional<LinearActivation> act) const {
@@ -115,26 +260,22 @@ Tensor QuantizedLinear::forward(const Tensor& x, std::optional<LinearActivation>
   const int64_t m = out.numel() / out_features_;
   const Tensor xc = x.detach().contiguous();
   const float* xp = xc.data_ptr<float>();
-  const auto [lo, hi] = xc.numel() > 0 ? min_max(xp, xc.numel()) : std::pair{0.0f, 0.0f};
+  const auto [lo, hi] =
+      xc.numel() > 0 ? activation_range(xp, xc.numel()) : std::pair{0.0f, 0.0f};  // in = 0
   if (!std::isfinite(lo) || !std::isfinite(hi))
     throw ValueError(fmt::format(
         "QuantizedLinear: input of shape {} holds non-finite values (min {}, max {}); int8 "
         "quantisation needs finite inputs",
         shape_str(x.shape()), lo, hi));
   const ActivationQuantization q = choose_activation_quantization(lo, hi, reduce_range_);
-  std::vector<uint8_t> xq(xc.numel());
-  const float inv_scale = 1.0f / q.scale, zp = static_cast<float>(q.zero_point),
-              qmax = static_cast<float>(q.qmax);
-  parallel_for(xc.numel(), 2, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      xq[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(xp[i] * inv_scale) + zp, 0.0f, qmax));
-  });
+  ByteBuffer xq(xc.numel());
+  quantize_activations(xp, xc.numel(), q, xq.data());
   onednn::Int8Linear p;
   p.m = m, p.n = out_features_, p.k = in_features_, p.ldx = in_features_, p.ldc = out_features_;
   p.x_scale = q.scale, p.x_zero_point = q.zero_point, p.activation = to_onednn(act);
   const Tensor bias = bias_.defined() ? bias_.detach().contiguous() : Tensor();
-  onednn::linear_u8s8(p, xq.data(), weight_.data(), scales_.data(),
-                      bias.defined() ? bias.data_ptr<float>() : nullptr, out.data_ptr<float>());
+  onednn::linear_u8s8(p, xq.data(), weight_, bias.defined() ? bias.data_ptr<float>() : nullptr,
+                      out.data_ptr<float>());
   return out;
 }
 

@@ -8,14 +8,17 @@
 //   7 bits (0..127, PyTorch's reduce_range) on CPUs without VNNI, whose u8 x s8 pair
 //   instructions saturate at 16 bits;
 // - the product: oneDNN's int8 matmul, exact int32 sums, scaled to float32, plus the float bias
-//   (ops/kernels/onednn.h).
+//   and the activation in the same kernel; the weight packed once, when quantised, into the
+//   layout that kernel reads (ops/kernels/onednn.h).
 // Inference only: a quantised Linear in training mode, or fed an input that requires grad, throws.
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "nabla/nn/linear.h"
+#include "nabla/ops/kernels/onednn.h"
 #include "nabla/ops/linear.h"
 
 namespace nabla::nn {
@@ -28,6 +31,12 @@ struct ActivationQuantization {
 };
 // PyTorch's choose_qparams for quint8 over [min(lo, 0), max(hi, 0)] (qmax 127 with reduce_range).
 ActivationQuantization choose_activation_quantization(float lo, float hi, bool reduce_range);
+// The two passes of quantising n activations, vectorised for the machine profile's SIMD row
+// (core/machine.h) and split over threads; every row gives the same bits.
+// The range: {min, max} of x, both NaN when x holds a NaN ({+inf, -inf} for n = 0).
+std::pair<float, float> activation_range(const float* x, int64_t n);
+// out[i] = clamp(round_half_even(x[i] * (1 / q.scale)) + q.zero_point, 0, q.qmax); x finite.
+void quantize_activations(const float* x, int64_t n, const ActivationQuantization& q, uint8_t* out);
 // True on CPUs without VNNI (AVX-512 VNNI, AVX-VNNI or AMX), where 8-bit activations can
 // saturate oneDNN's int8 products: there activations use 7 bits.
 bool default_reduce_range();
@@ -53,17 +62,20 @@ class QuantizedLinear {
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
   bool reduce_range() const { return reduce_range_; }
-  const std::vector<int8_t>& weight_int8() const { return weight_; }  // (out, in) row-major
-  const std::vector<float>& weight_scales() const { return scales_; }
+  // The int8 weight, (out, in) row-major: unpacked from the packed copy on every call.
+  std::vector<int8_t> weight_int8() const { return weight_.unpack(); }
+  const std::vector<float>& weight_scales() const { return weight_.scales(); }
+  // The weight as the product reads it, packed once here (ops/kernels/onednn.h).
+  const onednn::PackedInt8Weights& packed_weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }  // the Linear's own bias tensor
-  // Bytes of the int8 weight and its scales (the bias stays float32 and is shared).
+  // Bytes held for the weight: packed int8 (with oneDNN's padding and column sums) and the
+  // scales (the bias stays float32 and is shared).
   int64_t weight_bytes() const;
 
  private:
   int64_t in_features_, out_features_;
   bool reduce_range_;
-  std::vector<int8_t> weight_;
-  std::vector<float> scales_;
+  onednn::PackedInt8Weights weight_;
   Tensor bias_;
   const void* source_storage_;  // the Linear weight's storage and version when quantised
   uint64_t source_version_;

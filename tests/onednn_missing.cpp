@@ -23,6 +23,12 @@ TEST_CASE("onednn missing: every entry point says so", "[onednn]") {
       Contains("onednn::matmul_bf16") && MISSING);
   CHECK_THROWS_WITH(onednn::linear_u8s8({}, nullptr, nullptr, nullptr, nullptr, &c),
                     Contains("onednn::linear_u8s8") && MISSING);
+  const int8_t w = 1;
+  const float s = 1.0f;
+  CHECK_THROWS_WITH(onednn::PackedInt8Weights(1, 1, &w, &s),
+                    Contains("onednn::PackedInt8Weights") && MISSING);
+  CHECK_THROWS_WITH(onednn::linear_u8s8({}, nullptr, onednn::PackedInt8Weights(), nullptr, &c),
+                    Contains("onednn::linear_u8s8") && MISSING);
   CHECK(onednn::cache_stats().size == 0);
   CHECK(onednn::last_call_threads() == 0);
 }

@@ -1,5 +1,5 @@
 """int8, PyTorch twin of bench/int8.cpp: the encoder_infer model (encoder.py's EncoderClassifier,
-config small, eval mode, no grad) in float32 and after torch.ao.quantization.quantize_dynamic
+--config small or large, eval mode, no grad) in float32 and after torch.ao.quantization.quantize_dynamic
 with per-channel qint8 weights (per_channel_dynamic_qconfig), as nabla's nn::quantize_dynamic.
 
 PyTorch leaves nn.MultiheadAttention's out_proj (a NonDynamicallyQuantizableLinear) in float32;

@@ -1,6 +1,6 @@
 // The oneDNN backend: the low-precision matrix products OpenBLAS lacks (Debian's OpenBLAS 0.3.21
 // has no bf16 GEMM and no int8 GEMM), run through oneDNN's matmul primitive. Plain C++ here; no
-// oneDNN type leaves ops/kernels/onednn.cpp.
+// oneDNN type leaves ops/kernels/onednn*.cpp.
 //
 // One engine for the process and a stream per calling thread; primitives are kept in a bounded LRU
 // cache keyed by everything that shapes one (sizes, strides, transposes, data types, post-op,
@@ -12,7 +12,9 @@
 // every kernel throws a nabla::Error that says oneDNN is missing and how to get it.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace nabla::onednn {
 
@@ -44,7 +46,8 @@ enum class Activation : uint8_t { None, ReLU, GELU, GELUTanh };
 //   C[i, j] = act(x_scale * w_scales[j] * sum_t (X[i, t] - x_zero_point) * W[j, t] + bias[j])
 // X: m x k unsigned 8-bit activations, row stride ldx; W: n x k signed 8-bit weights, row-major
 // (a Linear's (out, in) layout); w_scales: n; bias: n float32 or null; C: m x n float32, row
-// stride ldc. The sum is exact (int32).
+// stride ldc. The sum is exact (int32); the rest runs in float32 inside the product's kernel, in
+// oneDNN's order: x_scale * (w_scales[j] * (sum + bias[j] / (x_scale * w_scales[j]))), then act.
 struct Int8Linear {
   int64_t m = 0, n = 0, k = 0;
   int64_t ldx = 0, ldc = 0;
@@ -52,10 +55,48 @@ struct Int8Linear {
   int32_t x_zero_point = 0;
   Activation activation = Activation::None;
 };
+// The plain path: W is read in its row-major layout, which oneDNN repacks on every call.
 void linear_u8s8(const Int8Linear& p, const uint8_t* x, const int8_t* w, const float* w_scales,
                  const float* bias, float* c);
 
-// The primitive cache: hits and misses since the last clear, entries now, and the bound.
+// An int8 weight (n x k) and its per-row scales, packed once into the blocked layout oneDNN's
+// int8 product reads (with the column sums its zero-point correction needs), so no call repacks
+// it. The layout belongs to the primitive: a call whose primitive wants another one (another
+// thread count or row count may) repacks once under a lock and counts it in repacks().
+// Copies share the packed data; thread-safe.
+enum class WeightLayout : uint8_t {
+  Auto,     // Blocked, or RowMajor where blocking would grow the weight by over 25% (narrow layers)
+  Blocked,  // the primitive's layout
+  RowMajor,       // as given; every call's product repacks it (the plain path)
+  StaleRowMajor,  // held row-major, but calls want Blocked: the first repacks (tests of repacking)
+};
+class PackedInt8Weights {
+ public:
+  PackedInt8Weights() = default;  // empty: n = k = 0
+  // Throws nabla::Error when oneDNN is missing, ValueError for a scale that is not > 0.
+  PackedInt8Weights(int64_t n, int64_t k, const int8_t* w, const float* w_scales,
+                    WeightLayout layout = WeightLayout::Auto);
+  int64_t n() const;
+  int64_t k() const;
+  const std::vector<float>& scales() const;
+  std::vector<int8_t> unpack() const;  // the weight back in row-major n x k
+  int64_t packed_bytes() const;        // the weight as held (padding and column sums included)
+  bool blocked() const;                // calls read the blocked layout
+  int64_t repacks() const;             // layout changes since packing
+  struct State;                        // ops/kernels/onednn_int8.cpp
+
+ private:
+  friend void linear_u8s8(const Int8Linear&, const uint8_t*, const PackedInt8Weights&, const float*,
+                          float*);
+  std::shared_ptr<State> state_;
+};
+// C as above with W and w_scales from `w` (p.n == w.n(), p.k == w.k()). Bitwise equal to the
+// plain path on the same values.
+void linear_u8s8(const Int8Linear& p, const uint8_t* x, const PackedInt8Weights& w,
+                 const float* bias, float* c);
+
+// The primitive cache: hits and misses since the last clear, entries now, and the bound (512 at
+// start: an int8 primitive holds its weight's scales, so a model needs one per quantised layer).
 struct CacheStats {
   int64_t hits = 0, misses = 0, size = 0, capacity = 0;
 };

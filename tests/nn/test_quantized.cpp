@@ -1,11 +1,16 @@
 // Dynamic int8 quantisation (nn/quantized.h): QuantizedLinear against the float Linear within the
-// quantisation error bound, the 4x smaller weights, quantize_dynamic on a Transformer encoder,
-// and the inference-only and stale-weight errors.
+// quantisation error bound, the smaller weights, the vectorised activation quantisation against
+// its scalar formula, quantize_dynamic on a Transformer encoder, and the inference-only and
+// stale-weight errors.
 #include "nabla/nn/quantized.h"
 
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <vector>
 
+#include "nabla/core/machine.h"
+#include "nabla/core/parallel.h"
 #include "nabla/ops/kernels/onednn.h"
 #include "tests/helpers.h"
 
@@ -98,15 +103,23 @@ TEST_CASE("QuantizedLinear: the weight is 4x smaller, one scale per output chann
   nn::Linear linear(128, 64);
   const nn::QuantizedLinear q(linear);
   const int64_t float_bytes = linear.weight().numel() * 4;
-  CHECK(static_cast<int64_t>(q.weight_int8().size()) * 4 == float_bytes);
+  const std::vector<int8_t> w8 = q.weight_int8();
+  CHECK(static_cast<int64_t>(w8.size()) * 4 == float_bytes);
   CHECK(q.weight_scales().size() == 64);
-  CHECK(q.weight_bytes() == float_bytes / 4 + 64 * 4);
-  // Symmetric per row: the largest |w| of each row maps to +-127.
+  // Held: the packed int8 weight (oneDNN's blocked layout adds its column sums and pads the
+  // columns to a multiple of 64) and one float32 scale per output channel.
+  CHECK(q.weight_bytes() == q.packed_weight().packed_bytes() + 64 * 4);
+  CHECK(q.packed_weight().packed_bytes() >= float_bytes / 4);
+  CHECK(q.weight_bytes() * 7 <= float_bytes * 2);  // at least 3.5x smaller
+  // Symmetric per row: the largest |w| of each row maps to +-127, and w ~ q * scale.
   const auto w = linear.weight().to_vector<float>();
   for (int64_t j = 0; j < 64; ++j) {
     int max_q = 0;
-    for (int64_t t = 0; t < 128; ++t)
-      max_q = std::max(max_q, std::abs(int{q.weight_int8()[j * 128 + t]}));
+    for (int64_t t = 0; t < 128; ++t) {
+      max_q = std::max(max_q, std::abs(int{w8[j * 128 + t]}));
+      CHECK(std::fabs(w8[j * 128 + t] * q.weight_scales()[j] - w[j * 128 + t]) <=
+            q.weight_scales()[j] * 0.5001);
+    }
     CHECK(max_q == 127);
   }
 }
@@ -165,7 +178,8 @@ TEST_CASE("quantize_dynamic: a Transformer encoder runs int8 close to float", "[
   CHECK(encoder->layer(0)->self_attn()->out_proj()->quantized() != nullptr);
   const nn::QuantizedSize size = nn::quantized_size(*encoder);
   CHECK(size.float_bytes == 2 * 4 * (32 * 32 + 2 * 32 * 64));
-  // A quarter, plus one float32 scale per output channel (32 + 64 + 32 per layer).
+  // A quarter, plus one float32 scale per output channel (32 + 64 + 32 per layer): layers this
+  // narrow stay row-major (oneDNN's blocked layout would grow them by over 25%).
   CHECK(size.int8_bytes == size.float_bytes / 4 + 4 * 2 * (32 + 64 + 32));
   const Tensor got = (*encoder)(x);
   // LayerNorm-scaled outputs (|y| ~ 1); seen here: max 0.013, mean 0.0028.
@@ -224,6 +238,84 @@ TEST_CASE("quantize_dynamic: inference only, stale weights and float64 layers", 
   nn::Linear bare(3, 3);
   CHECK(nn::quantize_dynamic(bare) == 1);
   CHECK(bare.quantized() != nullptr);
+}
+
+TEST_CASE("activation quantisation: every SIMD row gives the scalar formula's bits",
+          "[quantized]") {
+  // The formula (nn/quantized.h), one element at a time.
+  auto reference = [](const std::vector<float>& x, const nn::ActivationQuantization& q) {
+    std::vector<uint8_t> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      out[i] = static_cast<uint8_t>(
+          std::clamp(std::nearbyint(x[i] * (1.0f / q.scale)) + static_cast<float>(q.zero_point),
+                     0.0f, static_cast<float>(q.qmax)));
+    return out;
+  };
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_int_distribution<int> half(-300, 300);
+  // 300001 elements run split over the threads.
+  for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 32, 33, 100, 1000, 300001}) {
+    std::vector<float> x(n);
+    // Normal values, and every third one a tie: (h + 0.5) / 2, which x * 2 puts exactly on .5.
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = i % 3 ? normal(gen) : (static_cast<float>(half(gen)) + 0.5f) / 2.0f;
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+    for (float v : x) lo = std::min(lo, v), hi = std::max(hi, v);
+    // scale 0.5 (ties, values clamped at both ends), and the range's own quantisation.
+    const std::vector<nn::ActivationQuantization> qs = {
+        {.scale = 0.5f, .zero_point = 7, .qmax = 255},
+        {.scale = 0.5f, .zero_point = 100, .qmax = 127},
+        nn::choose_activation_quantization(lo, hi, false)};
+    for (machine::Isa isa : {machine::Isa::Generic, machine::Isa::Avx2, machine::Isa::Avx512}) {
+      machine::ProfileGuard guard(isa);  // a row this CPU lacks runs the best one it has
+      CAPTURE(n, machine::isa_name(isa), machine::isa_name(machine::profile().simd));
+      const auto [got_lo, got_hi] = nn::activation_range(x.data(), n);
+      CHECK(got_lo == lo);
+      CHECK(got_hi == hi);
+      for (const auto& q : qs) {
+        CAPTURE(q.scale, q.zero_point, q.qmax);
+        std::vector<uint8_t> out(n, 1);
+        nn::quantize_activations(x.data(), n, q, out.data());
+        CHECK(out == reference(x, q));
+      }
+      if (n == 0) continue;
+      // A NaN anywhere (in a vector body or the scalar tail) makes the range NaN; an Inf shows.
+      for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+        std::vector<float> bad = x;
+        bad[at] = NAN;
+        const auto [nan_lo, nan_hi] = nn::activation_range(bad.data(), n);
+        CHECK((std::isnan(nan_lo) && std::isnan(nan_hi)));
+        bad[at] = INFINITY;
+        CHECK(nn::activation_range(bad.data(), n).second == INFINITY);
+      }
+    }
+  }
+}
+
+TEST_CASE("QuantizedLinear: the same bits on 1 and 2 threads and in deterministic mode",
+          "[quantized]") {
+  REQUIRE_ONEDNN();
+  const int threads = num_threads();
+  const bool adaptive = adaptive_threads(), det = deterministic();
+  set_adaptive_threads(false);
+  manual_seed(13);
+  nn::Linear linear(192, 320);
+  const nn::QuantizedLinear q(linear);
+  NoGradGuard no_grad;
+  const Tensor x = randn({3, 200, 192});
+  set_num_threads(1);
+  const Tensor one = q.forward(x, LinearActivation::GELU);
+  set_num_threads(2);
+  const Tensor two = q.forward(x, LinearActivation::GELU);
+  set_deterministic(true);
+  const Tensor det_two = q.forward(x, LinearActivation::GELU);
+  set_num_threads(threads);
+  set_adaptive_threads(adaptive);
+  set_deterministic(det);
+  CHECK(test::bit_equal(one, two));
+  CHECK(test::bit_equal(one, det_two));
+  check_within_bound(linear, q, x);
 }
 
 }  // namespace NABLA_UNITY_ID

@@ -1,6 +1,7 @@
 // The oneDNN backend (ops/kernels/onednn.h): the bf16 and int8 products against float64
-// references computed from the same low-precision values, the primitive cache and the thread
-// count. Without oneDNN every entry point must say so (tests/onednn_missing.cpp).
+// references computed from the same low-precision values, packed int8 weights against the plain
+// path, the primitive cache and the thread count. Without oneDNN every entry point must say so
+// (tests/onednn_missing.cpp).
 #include "nabla/ops/kernels/onednn.h"
 
 #include <cmath>
@@ -94,6 +95,10 @@ void check_bf16(const Bf16Case& c) {
   if (c.pad > 0) CHECK(out[c.n] == -7.0f);
 }
 
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 // The int8 product's exact float64 reference.
 double int8_reference(const onednn::Int8Linear& p, const std::vector<uint8_t>& x,
                       const std::vector<int8_t>& w, const std::vector<float>& scales,
@@ -137,11 +142,16 @@ void check_int8(int64_t m, int64_t n, int64_t k, int32_t zero_point, bool with_b
   for (auto& v : bias) v = any(gen);
   const float* bias_ptr = with_bias ? bias.data() : nullptr;
   onednn::linear_u8s8(p, x.data(), w.data(), scales.data(), bias_ptr, out.data());
+  // The packed weight gives the plain path's bits (the same kernel, the same int32 sums).
+  const onednn::PackedInt8Weights packed(n, k, w.data(), scales.data());
+  CHECK(packed.unpack() == std::vector<int8_t>(w.begin(), w.begin() + n * k));
+  std::vector<float> out_packed(out.size(), -7.0f);
+  onednn::linear_u8s8(p, x.data(), packed, bias_ptr, out_packed.data());
+  CHECK(same_bits(out_packed, out));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       const double ref = int8_reference(p, x, w, scales, bias_ptr, i, j);
-      // Exact int32 sum; the scaling, the bias (added as bias / scale, oneDNN 2.6's order) and
-      // the activation round in float32.
+      // Exact int32 sum; the scaling, the bias and the activation round in float32.
       // oneDNN's GELU is a polynomial, within ~1e-7 absolute where GELU is tiny.
       const bool gelu = act == onednn::Activation::GELU || act == onednn::Activation::GELUTanh;
       const double bound = 1e-5 * (std::fabs(ref) + (with_bias ? std::fabs(bias[j]) : 0) + 1e-3) +
@@ -240,7 +250,7 @@ TEST_CASE("onednn: a repeated shape reuses its primitive; the cache is bounded L
   run(2);
   CHECK(onednn::cache_stats().misses == 4);
   CHECK_THROWS_AS(onednn::set_cache_capacity(0), ValueError);
-  onednn::set_cache_capacity(128);
+  onednn::set_cache_capacity(512);
   onednn::clear_cache();
   CHECK(onednn::cache_stats().size == 0);
 }
@@ -262,6 +272,148 @@ TEST_CASE("onednn: calls run on nabla's thread count (1 in deterministic mode)",
   onednn::matmul_bf16(onednn::Bf16Matmul::dense(1, 16, 16, 16), a.data(), a.data(), c2.data());
   CHECK(onednn::last_call_threads() == 1);
   CHECK(c1 == c2);  // one thread both times: the same bits
+}
+
+namespace {
+
+// A random int8 product (dense rows) with its plain-path result.
+struct Int8Problem {
+  onednn::Int8Linear p;
+  std::vector<uint8_t> x;
+  std::vector<int8_t> w;
+  std::vector<float> scales, bias;
+
+  Int8Problem(int64_t m, int64_t n, int64_t k, uint32_t seed)
+      : x(m * k), w(n * k), scales(n), bias(n) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> u8(0, 255), s8(-127, 127);
+    std::uniform_real_distribution<float> pos(0.001f, 0.02f), any(-3.0f, 3.0f);
+    p.m = m, p.n = n, p.k = k, p.ldx = k, p.ldc = n, p.x_scale = 0.05f, p.x_zero_point = 10;
+    for (auto& v : x) v = static_cast<uint8_t>(u8(gen));
+    for (auto& v : w) v = static_cast<int8_t>(s8(gen));
+    for (auto& v : scales) v = pos(gen);
+    for (auto& v : bias) v = any(gen);
+  }
+  std::vector<float> plain() const {
+    std::vector<float> c(p.m * p.n);
+    onednn::linear_u8s8(p, x.data(), w.data(), scales.data(), bias.data(), c.data());
+    return c;
+  }
+  std::vector<float> packed(const onednn::PackedInt8Weights& pw) const {
+    std::vector<float> c(p.m * p.n);
+    onednn::linear_u8s8(p, x.data(), pw, bias.data(), c.data());
+    return c;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("onednn: packed int8 weights in every layout give the plain path's bits", "[onednn]") {
+  REQUIRE_ONEDNN();
+  using L = onednn::WeightLayout;
+  // Blocked pads n and k to multiples of 64: Auto keeps 70 x 45 row-major and blocks 128 x 192.
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{70, 45}, {128, 192}}) {
+    const Int8Problem a(33, n, k, 21);
+    const std::vector<float> expected = a.plain();
+    for (L layout : {L::Auto, L::Blocked, L::RowMajor}) {
+      CAPTURE(n, k, static_cast<int>(layout));
+      const onednn::PackedInt8Weights w(n, k, a.w.data(), a.scales.data(), layout);
+      CHECK(same_bits(a.packed(w), expected));
+      CHECK(w.unpack() == a.w);
+      CHECK(w.repacks() == 0);
+      CHECK(w.scales() == a.scales);
+      if (layout == L::RowMajor) CHECK(w.packed_bytes() == n * k);
+      // Blocked, with room for oneDNN's column sums: more than the row-major bytes.
+      if (layout == L::Blocked) CHECK(w.packed_bytes() > n * k);
+      CHECK(w.blocked() == (layout == L::Blocked || (layout == L::Auto && n == 128)));
+    }
+  }
+  // Held row-major while the calls want the blocked layout: the first call repacks, once.
+  const Int8Problem a(33, 128, 96, 22);
+  const onednn::PackedInt8Weights stale(a.p.n, a.p.k, a.w.data(), a.scales.data(),
+                                        L::StaleRowMajor);
+  CHECK(stale.packed_bytes() == a.p.n * a.p.k);
+  CHECK(stale.repacks() == 0);
+  CHECK(same_bits(a.packed(stale), a.plain()));
+  CHECK(stale.repacks() == 1);
+  CHECK(stale.packed_bytes() > a.p.n * a.p.k);
+  const onednn::PackedInt8Weights copy = stale;  // copies share the packed data
+  CHECK(same_bits(a.packed(copy), a.plain()));
+  CHECK(stale.repacks() == 1);
+  CHECK(stale.unpack() == a.w);
+}
+
+TEST_CASE("onednn: one int8 primitive serves every batch's scale and zero point", "[onednn]") {
+  REQUIRE_ONEDNN();
+  ThreadsRestore restore;
+  set_adaptive_threads(false);  // a thread count that changes would make another primitive
+  Int8Problem a(40, 64, 96, 22);
+  const onednn::PackedInt8Weights packed(a.p.n, a.p.k, a.w.data(), a.scales.data());
+  onednn::clear_cache();
+  const std::vector<std::pair<float, int32_t>> quantisations = {
+      {0.05f, 10}, {0.7f, 0}, {1e-4f, 255}, {0.013f, 128}};
+  for (const auto& [scale, zero_point] : quantisations) {
+    CAPTURE(scale, zero_point);
+    a.p.x_scale = scale, a.p.x_zero_point = zero_point;
+    const std::vector<float> got = a.packed(packed);
+    for (int64_t i = 0; i < a.p.m; i += 13)
+      for (int64_t j = 0; j < a.p.n; j += 7) {
+        const double ref = int8_reference(a.p, a.x, a.w, a.scales, a.bias.data(), i, j);
+        CHECK(std::fabs(got[i * a.p.n + j] - ref) <= 1e-5 * (std::fabs(ref) + 3.0));
+      }
+  }
+  // Four calls, four scales and zero points: one primitive made, three reuses.
+  CHECK(onednn::cache_stats().misses == 1);
+  CHECK(onednn::cache_stats().hits == 3);
+  CHECK(onednn::cache_stats().size == 1);
+}
+
+TEST_CASE("onednn: packed int8 results survive a thread-count change", "[onednn]") {
+  REQUIRE_ONEDNN();
+  ThreadsRestore restore;
+  set_adaptive_threads(false);
+  const Int8Problem a(256, 192, 160, 23);
+  const onednn::PackedInt8Weights packed(a.p.n, a.p.k, a.w.data(), a.scales.data());
+  set_num_threads(1);
+  const std::vector<float> one = a.packed(packed), plain_one = a.plain();
+  CHECK(onednn::last_call_threads() == 1);
+  set_num_threads(2);
+  onednn::clear_cache();
+  const std::vector<float> two = a.packed(packed);
+  CHECK(onednn::last_call_threads() == 2);
+  CHECK(onednn::cache_stats().misses == 1);  // a primitive for the new thread count
+  // Exact int32 sums and the same per-element post-ops: the same bits on 1 and 2 threads, and
+  // the plain path's. A layout change would have repacked (counted), never given other values.
+  CAPTURE(packed.repacks());
+  CHECK(same_bits(one, plain_one));
+  CHECK(same_bits(two, one));
+  CHECK(same_bits(a.plain(), two));
+}
+
+TEST_CASE("onednn: packed int8 weights refuse bad scales and mismatched products", "[onednn]") {
+  REQUIRE_ONEDNN();
+  const std::vector<int8_t> w(6, 1);
+  const std::vector<float> good(3, 0.5f), bad = {0.5f, 0.0f, 0.5f};
+  CHECK_THROWS_WITH(onednn::PackedInt8Weights(3, 2, w.data(), bad.data()),
+                    Contains("w_scales[1] must be > 0"));
+  CHECK_THROWS_AS(onednn::PackedInt8Weights(-1, 2, w.data(), good.data()), ValueError);
+  const onednn::PackedInt8Weights packed(3, 2, w.data(), good.data());
+  onednn::Int8Linear p;
+  p.m = 1, p.n = 3, p.k = 4, p.ldx = 4, p.ldc = 3;
+  std::vector<uint8_t> x(4, 1);
+  std::vector<float> c(3);
+  CHECK_THROWS_WITH(onednn::linear_u8s8(p, x.data(), packed, nullptr, c.data()),
+                    Contains("onednn::linear_u8s8") && Contains("packed weight is 3 x 2"));
+  CHECK_THROWS_AS(onednn::linear_u8s8(p, x.data(), onednn::PackedInt8Weights(), nullptr, c.data()),
+                  ShapeError);
+  // An empty weight (k = 0): the bias alone, as the plain path.
+  const onednn::PackedInt8Weights no_inputs(3, 0, nullptr, good.data());
+  CHECK(no_inputs.packed_bytes() == 0);
+  CHECK(no_inputs.unpack().empty());
+  p.k = 0, p.ldx = 0;
+  const std::vector<float> bias = {1.0f, -2.0f, 3.0f};
+  onednn::linear_u8s8(p, x.data(), no_inputs, bias.data(), c.data());
+  CHECK(c == bias);
 }
 
 }  // namespace NABLA_UNITY_ID
