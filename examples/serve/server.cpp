@@ -108,6 +108,7 @@ void HttpServer::routes() {
   // Unknown paths and a body over the limit: httplib answers 404 / 413 itself; give them a JSON
   // message and count them.
   http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a route's own answer (already counted)
     std::string message = fmt::format("{} {}: no such endpoint (status {}); see GET /healthz",
                                       req.method, req.path, res.status);
     if (res.status == 413)

@@ -1,0 +1,23 @@
+# nabla-serve (examples/serve): the batcher and request checks without HTTP, then the real server
+# on a free loopback port with a checkpoint that transformer_langid --smoke writes (a fixture),
+# and its page in headless chromium (skipped, with a message, when chromium is missing).
+add_executable(test_serve ${CMAKE_CURRENT_LIST_DIR}/test_batcher.cpp)
+target_link_libraries(test_serve PRIVATE nabla_serve Catch2::Catch2WithMain nabla_warnings)
+target_compile_options(test_serve PRIVATE ${NABLA_TEST_OPT_FLAGS})
+catch_discover_tests(test_serve PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 120)
+
+set(serve_run ${CMAKE_CURRENT_BINARY_DIR}/runs/serve_lid)
+add_test(NAME serve_checkpoint
+  COMMAND ${PROJECT_BINARY_DIR}/examples/transformer_langid/transformer_langid --smoke --threads 1
+          --out ${serve_run})
+set_tests_properties(serve_checkpoint PROPERTIES FIXTURES_SETUP serve_checkpoint TIMEOUT 300
+                     LABELS examples)
+add_test(NAME serve_http
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/serve_http.py
+          $<TARGET_FILE:nabla-serve> ${serve_run}/checkpoint.safetensors)
+add_test(NAME serve_page
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/serve_page.py
+          $<TARGET_FILE:nabla-serve> ${serve_run}/checkpoint.safetensors
+          ${CMAKE_CURRENT_BINARY_DIR}/runs/serve_page.png)
+set_tests_properties(serve_http serve_page PROPERTIES FIXTURES_REQUIRED serve_checkpoint
+                     TIMEOUT 240 LABELS examples SKIP_RETURN_CODE 77)
