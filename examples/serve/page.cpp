@@ -61,14 +61,16 @@ function show(r) {
   }
   const heat = $('heatmap');
   heat.innerHTML = '';
-  const w = r.attention.weights, top = Math.max(...w, 1e-12);
+  // Colour by rank between the lowest and highest weight: they are often close to uniform.
+  const w = r.attention.weights, lo = Math.min(...w), span = Math.max(...w) - lo || 1;
+  const alpha = (v) => (0.08 + 0.92 * (v - lo) / span).toFixed(3);
   if (kind === 'langid') {
     r.attention.tokens.forEach((ch, i) => {
       const s = document.createElement('span');
       s.className = 'cell';
       s.textContent = ch;
       s.title = w[i].toFixed(4);
-      s.style.background = `rgba(230, 80, 30, ${(w[i] / top).toFixed(3)})`;
+      s.style.background = `rgba(230, 80, 30, ${alpha(w[i])})`;
       heat.appendChild(s);
     });
   } else {
@@ -79,7 +81,7 @@ function show(r) {
       const s = document.createElement('span');
       s.className = 'cell';
       s.style.height = '2rem';
-      s.style.background = `rgba(230, 80, 30, ${(v / top).toFixed(3)})`;
+      s.style.background = `rgba(230, 80, 30, ${alpha(v)})`;
       heat.appendChild(s);
     });
   }

@@ -30,6 +30,9 @@ HttpServer::HttpServer(ModelAdapter& model, Batcher& batcher, Metrics& metrics,
   http_->set_read_timeout(5, 0);
   http_->set_write_timeout(5, 0);
   http_->set_keep_alive_timeout(5);
+  // Headers and body go out as separate writes: with Nagle's algorithm the second waits for the
+  // peer's delayed ACK (tens of ms on loopback).
+  http_->set_tcp_nodelay(true);
   routes();
 }
 
