@@ -8,12 +8,12 @@
 //
 //   bench_serve_load --server build/release/examples/serve/nabla-serve
 //                    --checkpoint runs/transformer_langid/checkpoint.safetensors
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -33,9 +33,9 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string server, checkpoint;
-  int64_t requests = 2000;     // per (mode, concurrency)
-  double max_seconds = 60;     // per (mode, concurrency): stop sending after this
-  int threads = 0;             // the server's --threads
+  int64_t requests = 2000;  // per (mode, concurrency)
+  double max_seconds = 60;  // per (mode, concurrency): stop sending after this
+  int threads = 0;          // the server's --threads
 };
 
 double rss_mb(pid_t pid) {
@@ -51,8 +51,14 @@ class ServerProcess {
   ServerProcess(const Options& o, const std::vector<std::string>& flags) {
     port_file_ = fmt::format("/tmp/nabla_serve_load_{}.port", getpid());
     std::remove(port_file_.c_str());
-    std::vector<std::string> args = {o.server,      "--checkpoint", o.checkpoint, "--port", "0",
-                                     "--port-file", port_file_,     "--threads",
+    std::vector<std::string> args = {o.server,
+                                     "--checkpoint",
+                                     o.checkpoint,
+                                     "--port",
+                                     "0",
+                                     "--port-file",
+                                     port_file_,
+                                     "--threads",
                                      std::to_string(o.threads)};
     args.insert(args.end(), flags.begin(), flags.end());
     std::fflush(stdout);  // the child must not inherit (and print again) unflushed output
@@ -133,7 +139,9 @@ RunResult run_clients(int port, int clients, const Options& o,
   r.lost = lost;
   r.rps = static_cast<double>(r.ok) / seconds;
   auto pct = [&](double q) {
-    return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * static_cast<double>(all.size())))];
+    return all.empty() ? 0.0
+                       : all[std::min(all.size() - 1,
+                                      static_cast<size_t>(q * static_cast<double>(all.size())))];
   };
   r.p50_ms = pct(0.50);
   r.p99_ms = pct(0.99);
@@ -148,8 +156,10 @@ int main(int argc, char** argv) {
   app.add_option("--server", o.server, "the nabla-serve binary")->required();
   app.add_option("--checkpoint", o.checkpoint, "a transformer_langid checkpoint")->required();
   app.add_option("--requests", o.requests, "requests per (mode, clients)")->capture_default_str();
-  app.add_option("--max-seconds", o.max_seconds, "time cap per (mode, clients)")->capture_default_str();
-  app.add_option("--threads", o.threads, "the server's model threads (0: default)")->capture_default_str();
+  app.add_option("--max-seconds", o.max_seconds, "time cap per (mode, clients)")
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "the server's model threads (0: default)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   signal(SIGPIPE, SIG_IGN);
 
@@ -164,18 +174,17 @@ int main(int argc, char** argv) {
   std::map<std::string, double> rps;
   for (const bool batching : {true, false}) {
     const std::string mode = batching ? "batched" : "single";
-    ServerProcess server(o, batching ? std::vector<std::string>{"--max-batch", "64",
-                                                                "--max-wait-ms", "5"}
-                                     : std::vector<std::string>{"--max-batch", "1",
-                                                                "--max-wait-ms", "0"});
+    ServerProcess server(
+        o, batching ? std::vector<std::string>{"--max-batch", "64", "--max-wait-ms", "5"}
+                    : std::vector<std::string>{"--max-batch", "1", "--max-wait-ms", "0"});
     const double start = rss_mb(server.pid());
     if (batching) rss_start = start;
     for (const int clients : {1, 8, 64}) {
       const RunResult r = run_clients(server.port(), clients, o, bodies);
-      fmt::print("{:8} {:3} clients: {:5} ok, {} errors, {} lost, {:8.1f} req/s, p50 {:7.2f} ms, "
-                 "p99 {:7.2f} ms, server RSS {:.1f} MiB\n",
-                 mode, clients, r.ok, r.errors, r.lost, r.rps, r.p50_ms, r.p99_ms,
-                 rss_mb(server.pid()));
+      fmt::print(
+          "{:8} {:3} clients: {:5} ok, {} errors, {} lost, {:8.1f} req/s, p50 {:7.2f} ms, "
+          "p99 {:7.2f} ms, server RSS {:.1f} MiB\n",
+          mode, clients, r.ok, r.errors, r.lost, r.rps, r.p50_ms, r.p99_ms, rss_mb(server.pid()));
       result += fmt::format(" {}_c{}_rps={:.1f} {}_c{}_p50_ms={:.2f} {}_c{}_p99_ms={:.2f}", mode,
                             clients, r.rps, mode, clients, r.p50_ms, mode, clients, r.p99_ms);
       rps[fmt::format("{}_{}", mode, clients)] = r.rps;
@@ -186,7 +195,8 @@ int main(int argc, char** argv) {
     if (batching) rss_end = rss_mb(server.pid());
   }
   const double speedup = rps["single_64"] > 0 ? rps["batched_64"] / rps["single_64"] : 0;
-  fmt::print("{} speedup_c64={:.2f} ok={} errors={} lost={} rss_start_mb={:.1f} rss_end_mb={:.1f}\n",
-             result, speedup, total_ok, total_errors, total_lost, rss_start, rss_end);
+  fmt::print(
+      "{} speedup_c64={:.2f} ok={} errors={} lost={} rss_start_mb={:.1f} rss_end_mb={:.1f}\n",
+      result, speedup, total_ok, total_errors, total_lost, rss_start, rss_end);
   return total_errors == 0 && total_lost == 0 ? 0 : 1;
 }

@@ -12,8 +12,7 @@ namespace nabla::nn {
 LongInputMode parse_long_input_mode(const std::string& name) {
   if (name == "truncate") return LongInputMode::Truncate;
   if (name == "windows") return LongInputMode::Windows;
-  throw ValueError(
-      fmt::format("--long-input: '{}' is not one of: truncate, windows", name));
+  throw ValueError(fmt::format("--long-input: '{}' is not one of: truncate, windows", name));
 }
 
 const char* long_input_mode_name(LongInputMode mode) {

@@ -23,10 +23,10 @@
 namespace nabla::serve {
 
 struct BatcherOptions {
-  int64_t max_batch = 32;        // requests per batch (1: no dynamic batching)
-  double max_wait_ms = 5;        // how long the oldest request may wait for others
-  int64_t max_queue = 256;       // queued requests beyond this are refused (QueueFull -> 503)
-  bool group_by_length = true;   // pick the batch's other requests by closeness in length
+  int64_t max_batch = 32;       // requests per batch (1: no dynamic batching)
+  double max_wait_ms = 5;       // how long the oldest request may wait for others
+  int64_t max_queue = 256;      // queued requests beyond this are refused (QueueFull -> 503)
+  bool group_by_length = true;  // pick the batch's other requests by closeness in length
 };
 
 // Thrown by submit: the queue is full, or the batcher is stopping.

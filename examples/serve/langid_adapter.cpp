@@ -104,8 +104,7 @@ LangIdConfig read_langid_config(const std::string& checkpoint, const LangIdConfi
   c.classes = find_tensor(model, "head.weight", checkpoint).size(0);
   std::set<std::string> layers;
   for (const auto& [key, t] : model)
-    if (key.rfind("encoder.layers.", 0) == 0)
-      layers.insert(key.substr(15, key.find('.', 15) - 15));
+    if (key.rfind("encoder.layers.", 0) == 0) layers.insert(key.substr(15, key.find('.', 15) - 15));
   c.layers = static_cast<int64_t>(layers.size());
   const auto json_path = std::filesystem::path(checkpoint).parent_path() / "model.json";
   if (std::filesystem::exists(json_path)) {
@@ -122,8 +121,8 @@ LangIdConfig read_langid_config(const std::string& checkpoint, const LangIdConfi
   if (c.languages.empty())
     for (const auto& l : data::fortune_languages()) c.languages.push_back(l.code);
   if (static_cast<int64_t>(c.languages.size()) != c.classes)
-    throw FormatError(fmt::format("nabla-serve: {} has {} classes but {} language names", checkpoint,
-                                  c.classes, c.languages.size()));
+    throw FormatError(fmt::format("nabla-serve: {} has {} classes but {} language names",
+                                  checkpoint, c.classes, c.languages.size()));
   if (c.d_model % c.heads != 0)
     throw FormatError(fmt::format("nabla-serve: d_model {} of {} is not divisible by {} heads",
                                   c.d_model, checkpoint, c.heads));
@@ -139,8 +138,7 @@ LangIdAdapter::LangIdAdapter(const std::string& checkpoint, const LangIdConfig& 
   model_->eval();
 }
 
-LangIdAdapter::LangIdAdapter(const LangIdConfig& c, nn::LongInputOptions long_input,
-                             uint64_t seed)
+LangIdAdapter::LangIdAdapter(const LangIdConfig& c, nn::LongInputOptions long_input, uint64_t seed)
     : config_(c), long_input_(long_input) {
   long_input_.max_len = static_cast<size_t>(config_.max_len);
   if (config_.languages.empty())
@@ -185,8 +183,9 @@ std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& 
   model_->store_attention(any_attention);
   const data::PaddedBatch padded = data::pad_sequences(tokens, data::SpecialTokens::kPad);
   const Tensor logits =
-      model_->forward(padded.tokens, data::pad_sequences(bigrams, 0).tokens,
-                      data::pad_sequences(trigrams, 0).tokens, padded.key_padding_mask)
+      model_
+          ->forward(padded.tokens, data::pad_sequences(bigrams, 0).tokens,
+                    data::pad_sequences(trigrams, 0).tokens, padded.key_padding_mask)
           .to(kFloat64);
   std::vector<float> attention;  // (rows, H, T, T) row-major
   int64_t heads = 0, width = padded.tokens.size(1);
@@ -205,8 +204,7 @@ std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& 
     Prediction p;
     p.probabilities = exp(nn::combine_window_logits(rows, counts)).to_vector<double>();
     p.label = static_cast<int64_t>(
-        std::max_element(p.probabilities.begin(), p.probabilities.end()) -
-        p.probabilities.begin());
+        std::max_element(p.probabilities.begin(), p.probabilities.end()) - p.probabilities.begin());
     p.windows = static_cast<int64_t>(ws.size());
     if (batch[i]->want_attention) {
       // Each position's received attention, averaged over heads, query positions and the

@@ -87,13 +87,12 @@ int run(int argc, char** argv) {
                              static_cast<size_t>(c.stride)});
   }
   serve::Metrics metrics;
-  serve::Batcher batcher(
-      *model,
-      {.max_batch = c.max_batch,
-       .max_wait_ms = c.max_wait_ms,
-       .max_queue = c.max_queue,
-       .group_by_length = !c.no_length_grouping},
-      [&metrics](int64_t size, int64_t depth) { metrics.batch(size, depth); });
+  serve::Batcher batcher(*model,
+                         {.max_batch = c.max_batch,
+                          .max_wait_ms = c.max_wait_ms,
+                          .max_queue = c.max_queue,
+                          .group_by_length = !c.no_length_grouping},
+                         [&metrics](int64_t size, int64_t depth) { metrics.batch(size, depth); });
   serve::HttpServer server(*model, batcher, metrics,
                            {.host = c.host,
                             .port = c.port,
@@ -105,8 +104,7 @@ int run(int argc, char** argv) {
   if (!server.bind())
     throw IOError(fmt::format("nabla-serve: cannot listen on {}:{}", c.host, c.port));
   fmt::print("nabla-serve: {}\n{}\nlistening on http://{}:{} (batches of <= {}, wait <= {} ms)\n",
-             model->describe(), runtime_info(), c.host, server.port(), c.max_batch,
-             c.max_wait_ms);
+             model->describe(), runtime_info(), c.host, server.port(), c.max_batch, c.max_wait_ms);
   std::fflush(stdout);
   if (!c.port_file.empty()) {
     const std::string tmp = c.port_file + ".tmp";

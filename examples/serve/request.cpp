@@ -78,8 +78,8 @@ Input parse_image(const nlohmann::json& j) {
   Input in;
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!rows[r].is_array() || rows[r].size() != side)
-      throw RequestError(400, fmt::format("\"image\" row {} must be an array of {} numbers", r,
-                                          side));
+      throw RequestError(400,
+                         fmt::format("\"image\" row {} must be an array of {} numbers", r, side));
     for (size_t c = 0; c < rows[r].size(); ++c) {
       const auto& v = rows[r][c];
       if (!v.is_number() || !(v.get<double>() >= 0.0 && v.get<double>() <= 1.0))
@@ -126,7 +126,8 @@ std::string prediction_json(const Prediction& p, const std::vector<std::string>&
       // Characters (UTF-8 code points), each with the summed weight of its bytes; bytes past a
       // truncated input's max_len get 0.
       std::string text;
-      for (int64_t t : input.tokens) text.push_back(static_cast<char>(t - data::SpecialTokens::kCount));
+      for (int64_t t : input.tokens)
+        text.push_back(static_cast<char>(t - data::SpecialTokens::kCount));
       std::vector<std::string> chars;
       std::vector<double> weights;
       size_t byte = 0;

@@ -25,7 +25,9 @@ HttpServer::HttpServer(ModelAdapter& model, Batcher& batcher, Metrics& metrics,
       options_(std::move(options)),
       http_(std::make_unique<httplib::Server>()) {
   const int threads = std::max(1, options_.http_threads);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(5, 0);
   http_->set_write_timeout(5, 0);
@@ -78,10 +80,10 @@ void HttpServer::routes() {
     const auto wait = std::chrono::duration<double, std::milli>(options_.timeout_ms);
     if (ticket.result.wait_for(wait) != std::future_status::ready) {
       ticket.cancel();
-      return answer(res, req.path, 504,
-                    error_json(fmt::format("no answer within {} ms (--timeout-ms)",
-                                           options_.timeout_ms)),
-                    json, t0);
+      return answer(
+          res, req.path, 504,
+          error_json(fmt::format("no answer within {} ms (--timeout-ms)", options_.timeout_ms)),
+          json, t0);
     }
     try {
       const Prediction p = ticket.result.get();

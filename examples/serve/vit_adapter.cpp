@@ -80,8 +80,7 @@ std::vector<Prediction> VitAdapter::predict(const std::vector<const Input*>& bat
     p.probabilities.assign(probs.begin() + static_cast<std::ptrdiff_t>(i * classes),
                            probs.begin() + static_cast<std::ptrdiff_t>((i + 1) * classes));
     p.label = static_cast<int64_t>(
-        std::max_element(p.probabilities.begin(), p.probabilities.end()) -
-        p.probabilities.begin());
+        std::max_element(p.probabilities.begin(), p.probabilities.end()) - p.probabilities.begin());
     if (batch[i]->want_attention)
       p.attention.assign(cls.begin() + static_cast<std::ptrdiff_t>(i * cells),
                          cls.begin() + static_cast<std::ptrdiff_t>((i + 1) * cells));

@@ -280,10 +280,10 @@ double windows_accuracy(LangIdModel& model, const LangIdData& d, const Config& c
 // <out>/model.json: what nabla-serve needs beside the checkpoint's tensors (which give the
 // widths and layer count) to rebuild the model.
 void write_model_json(const Config& c, const std::vector<std::string>& languages) {
-  std::ofstream(c.out + "/model.json")
-      << fmt::format("{{\"model\": \"transformer_langid\", \"heads\": {}, \"max_len\": {}, "
-                     "\"languages\": [\"{}\"]}}\n",
-                     c.heads, c.max_len, fmt::join(languages, "\", \""));
+  std::ofstream(c.out + "/model.json") << fmt::format(
+      "{{\"model\": \"transformer_langid\", \"heads\": {}, \"max_len\": {}, "
+      "\"languages\": [\"{}\"]}}\n",
+      c.heads, c.max_len, fmt::join(languages, "\", \""));
 }
 
 int run(int argc, char** argv) {
@@ -361,8 +361,7 @@ int run(int argc, char** argv) {
       test_acc, training.step(), train_s, c.out);
   std::string long_input_fields;
   if (c.long_input == "windows")
-    long_input_fields =
-        fmt::format(" test_accuracy_windows={:.4f}", windows_accuracy(model, d, c));
+    long_input_fields = fmt::format(" test_accuracy_windows={:.4f}", windows_accuracy(model, d, c));
   const std::string int8_fields =
       c.int8
           ? examples::compare_int8(model, [&] { return evaluate(model, d).confusion.accuracy(); })

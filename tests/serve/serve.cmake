@@ -21,3 +21,16 @@ add_test(NAME serve_page
           ${CMAKE_CURRENT_BINARY_DIR}/runs/serve_page.png)
 set_tests_properties(serve_http serve_page PROPERTIES FIXTURES_REQUIRED serve_checkpoint
                      TIMEOUT 240 LABELS examples SKIP_RETURN_CODE 77)
+
+# --model vit: the same server and batcher on a vit_fashion_mnist --smoke checkpoint.
+set(serve_vit_run ${CMAKE_CURRENT_BINARY_DIR}/runs/serve_vit)
+add_test(NAME serve_vit_checkpoint
+  COMMAND ${PROJECT_BINARY_DIR}/examples/vit_fashion_mnist/vit_fashion_mnist --smoke --threads 1
+          --out ${serve_vit_run})
+set_tests_properties(serve_vit_checkpoint PROPERTIES FIXTURES_SETUP serve_vit_checkpoint
+                     TIMEOUT 300 LABELS examples)
+add_test(NAME serve_vit
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/serve_vit.py $<TARGET_FILE:nabla-serve>
+          ${serve_vit_run}/checkpoint.safetensors)
+set_tests_properties(serve_vit PROPERTIES FIXTURES_REQUIRED serve_vit_checkpoint TIMEOUT 120
+                     LABELS examples)

@@ -71,9 +71,13 @@ TEST_CASE("batcher: each batched answer equals the request run alone", "[serve]"
   LangIdAdapter model(tiny_config(), {nn::LongInputMode::Windows, 0, 0}, 7);
   // Mixed lengths, one far over max_len (several windows), some asking for attention.
   const std::vector<std::string> texts = {
-      "hi", "Wer nicht wagt, der nicht gewinnt.", "a", "El que no arriesga no gana.",
+      "hi",
+      "Wer nicht wagt, der nicht gewinnt.",
+      "a",
+      "El que no arriesga no gana.",
       std::string(150, 'x') + " and then something else entirely, much longer than max_len",
-      "Chi non risica non rosica", "ok?"};
+      "Chi non risica non rosica",
+      "ok?"};
   std::vector<Prediction> alone;
   for (size_t i = 0; i < texts.size(); ++i) {
     const Input in = text_input(texts[i], i % 2 == 0);
@@ -141,8 +145,7 @@ TEST_CASE("batcher: without grouping, batches follow arrival order", "[serve]") 
   REQUIRE(model.batches[2] == std::vector<int64_t>{11, 89});
 }
 
-TEST_CASE("batcher: a full queue refuses, cancelled requests are skipped, stop drains",
-          "[serve]") {
+TEST_CASE("batcher: a full queue refuses, cancelled requests are skipped, stop drains", "[serve]") {
   RecordingAdapter model;
   model.hold = true;
   Batcher batcher(model, {.max_batch = 8, .max_wait_ms = 0, .max_queue = 3});
