@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -74,6 +76,10 @@ int run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   const bool vit = c.model == "vit";
+  if (!std::filesystem::exists(c.checkpoint))
+    throw IOError(fmt::format("nabla-serve: --checkpoint {} does not exist (train one first: "
+                              "bash scripts/run-main.sh writes {})",
+                              c.checkpoint, Config().checkpoint));
   std::unique_ptr<serve::ModelAdapter> model;
   if (vit) {
     model = std::make_unique<serve::VitAdapter>(c.checkpoint, c.heads);
@@ -111,14 +117,18 @@ int run(int argc, char** argv) {
     std::ofstream(tmp) << server.port() << "\n";
     std::rename(tmp.c_str(), c.port_file.c_str());  // readers never see a partial file
   }
+  std::atomic<bool> signalled{false};
   std::thread signal_waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
+    signalled = true;
     fmt::print("nabla-serve: signal {}: finishing the requests in flight\n", sig);
     std::fflush(stdout);
     server.stop();
   });
   server.serve();  // returns once stopped and every accepted request is answered
+  // serve() also returns when listening fails: wake the waiter so that it can be joined.
+  if (!signalled) pthread_kill(signal_waiter.native_handle(), SIGTERM);
   signal_waiter.join();
   batcher.stop();
   fmt::print("nabla-serve: stopped after {} answered requests ({} ok)\n",

@@ -34,3 +34,14 @@ add_test(NAME serve_vit
           ${serve_vit_run}/checkpoint.safetensors)
 set_tests_properties(serve_vit PROPERTIES FIXTURES_REQUIRED serve_vit_checkpoint TIMEOUT 120
                      LABELS examples)
+
+# --help lists the flags; a missing checkpoint is one clear error line, not a crash.
+add_test(NAME serve_help COMMAND nabla-serve --help)
+set_tests_properties(serve_help PROPERTIES PASS_REGULAR_EXPRESSION "--max-wait-ms.*--long-input")
+add_test(NAME serve_missing_checkpoint
+  COMMAND nabla-serve --checkpoint ${CMAKE_CURRENT_BINARY_DIR}/no/such/checkpoint.safetensors)
+set_tests_properties(serve_missing_checkpoint PROPERTIES WILL_FAIL TRUE TIMEOUT 30)
+add_test(NAME serve_missing_checkpoint_message
+  COMMAND nabla-serve --checkpoint ${CMAKE_CURRENT_BINARY_DIR}/no/such/checkpoint.safetensors)
+set_tests_properties(serve_missing_checkpoint_message PROPERTIES TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "--checkpoint .*no/such/checkpoint.safetensors does not exist")
