@@ -77,9 +77,10 @@ int run(int argc, char** argv) {
 
   const bool vit = c.model == "vit";
   if (!std::filesystem::exists(c.checkpoint))
-    throw IOError(fmt::format("nabla-serve: --checkpoint {} does not exist (train one first: "
-                              "bash scripts/run-main.sh writes {})",
-                              c.checkpoint, Config().checkpoint));
+    throw IOError(
+        fmt::format("nabla-serve: --checkpoint {} does not exist (train one first: "
+                    "bash scripts/run-main.sh writes {})",
+                    c.checkpoint, Config().checkpoint));
   std::unique_ptr<serve::ModelAdapter> model;
   if (vit) {
     model = std::make_unique<serve::VitAdapter>(c.checkpoint, c.heads);
