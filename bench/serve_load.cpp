@@ -120,7 +120,8 @@ RunResult run_clients(int port, int clients, const Options& o,
         auto res = cli.Post("/v1/predict", body, "application/json");
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - s).count();
         if (!res) {
-          ++lost;
+          if (lost++ == 0)
+            fmt::print(stderr, "serve_load: no answer: {}\n", httplib::to_string(res.error()));
         } else if (res->status != 200) {
           ++errors;
         } else {

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <nlohmann/json.hpp>
 
 #include "examples/serve/page.h"
@@ -13,6 +16,27 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Debian's libcpp-httplib is compiled with a listen backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG):
+// 64 clients connecting at once overflow it, and the kernel drops or resets connections. Calling
+// listen() again on the bound socket raises the backlog (Linux allows it); the socket is found
+// among the process's descriptors by its port and SO_ACCEPTCONN.
+void raise_listen_backlog(int port) {
+  for (int fd = 0; fd < 1024; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof(addr);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0) continue;
+    int bound = 0;
+    if (addr.ss_family == AF_INET)
+      bound = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+    else if (addr.ss_family == AF_INET6)
+      bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+    if (bound == port) ::listen(fd, SOMAXCONN);
+  }
 }
 
 }  // namespace
@@ -41,12 +65,16 @@ HttpServer::HttpServer(ModelAdapter& model, Batcher& batcher, Metrics& metrics,
 HttpServer::~HttpServer() = default;
 
 bool HttpServer::bind() {
+  bool bound = false;
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
-    return port_ > 0;
+    bound = port_ > 0;
+  } else {
+    port_ = options_.port;
+    bound = http_->bind_to_port(options_.host, options_.port);
   }
-  port_ = options_.port;
-  return http_->bind_to_port(options_.host, options_.port);
+  if (bound) raise_listen_backlog(port_);
+  return bound;
 }
 
 void HttpServer::serve() { http_->listen_after_bind(); }
