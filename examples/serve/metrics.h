@@ -30,6 +30,15 @@ class Metrics {
  public:
   Metrics();
   void request(const std::string& path, int status, double seconds);
+  // A /v1/predict request read by a handler (answered or not yet).
+  void received() {
+    std::lock_guard lock(mu_);
+    ++received_;
+  }
+  int64_t received_count() const {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
   void batch(int64_t size, int64_t queue_depth);
   void set_queue_depth(int64_t depth);
   std::string render() const;
@@ -39,7 +48,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> requests_;
   Histogram batch_sizes_, latency_;
-  int64_t queue_depth_ = 0;
+  int64_t queue_depth_ = 0, received_ = 0;
 };
 
 }  // namespace nabla::serve

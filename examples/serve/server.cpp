@@ -91,6 +91,7 @@ void HttpServer::routes() {
   };
   http_->Post("/v1/predict", [this, answer](const httplib::Request& req, httplib::Response& res) {
     const auto t0 = std::chrono::steady_clock::now();
+    metrics_.received();
     const char* json = "application/json";
     Input input;
     try {

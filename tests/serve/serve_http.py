@@ -148,13 +148,17 @@ try:
     ok = sum(1 for o in outcomes if o[0] == 200)
     print(f"SIGTERM under load: {len(outcomes)} outcomes, {ok} ok, lost {lost}")
     check(not lost, f"requests lost at SIGTERM: {lost}")
+    # RemoteDisconnected: a connection still in the kernel's accept queue when the listening
+    # socket closed; the server never read its request (the counts below prove it).
     check(set(o[0] for o in outcomes) <= {200, 503, "ConnectionRefusedError",
-                                          "ConnectionResetError"}, f"outcomes {outcomes}")
+                                          "ConnectionResetError", "RemoteDisconnected"},
+          f"outcomes {outcomes}")
     check(code == 0, f"exit code {code}:\n{server.output()}")
-    answered = server.output().split("stopped after ")[1].split()[0]
-    check(int(answered) == sum(1 for o in outcomes if o[0] in (200, 503)),
-          f"server answered {answered}, clients received "
-          f"{sum(1 for o in outcomes if o[0] in (200, 503))}")
+    words = server.output().split("stopped: ")[1].split()
+    received, answered = int(words[0]), int(words[4])
+    got = sum(1 for o in outcomes if o[0] in (200, 503))
+    check(received == answered == got,
+          f"server read {received} requests, answered {answered}; clients received {got}")
 finally:
     server.kill()
 print("serve_http: all checks passed")
