@@ -13,9 +13,12 @@ packages=(
   fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-br fortunes-cs fortunes-pl
   fortunes-ru
   bible-kjv
+  libcpp-httplib-dev
 )
 # Extra groups: `setup.sh --torch` adds PyTorch for fixtures and benchmarks.
 if [[ " $* " == *" --torch "* ]]; then packages+=(python3-torch python3-numpy); fi
+# `setup.sh --browser` adds chromium: nabla-serve's page test runs it headless (skips without).
+if [[ " $* " == *" --browser "* ]]; then packages+=(chromium); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "examples/common/cli.h"
@@ -23,6 +24,7 @@
 #include "nabla/data/langid.h"
 #include "nabla/data/tokenizer.h"
 #include "nabla/nabla.h"
+#include "nabla/nn/long_input.h"
 
 using namespace nabla;
 
@@ -41,6 +43,7 @@ struct Config {
   bool resume = false, smoke = false;
   bool checkpoint_layers = false;  // recompute the encoder layers' activations in backward
   bool int8 = false;               // also evaluate with int8 Linear layers (nn::quantize_dynamic)
+  std::string long_input = "truncate";  // final evaluation of texts over max_len (nn/long_input.h)
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
@@ -163,6 +166,9 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .flag("--checkpoint-layers", c.checkpoint_layers,
             "gradient checkpointing: recompute the encoder layers in backward (less memory)")
       .flag("--int8", c.int8, "after training, evaluate in float32 and with int8 Linear layers")
+      .choice("--long-input", c.long_input, {"truncate", "windows"},
+              "final evaluation of texts over --max-len: first max_len bytes, or overlapping "
+              "windows with combined log-probabilities")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "a few steps on a small slice (for tests)");
   return cli.parse(argc, argv);
@@ -244,6 +250,42 @@ Evaluation evaluate(LangIdModel& model, const LangIdData& d) {
   return e;
 }
 
+// Test accuracy with every text read whole: windows of max_len bytes (half overlap) whose
+// log-probabilities are combined (nn/long_input.h); texts within max_len are read as before.
+double windows_accuracy(LangIdModel& model, const LangIdData& d, const Config& c) {
+  NoGradGuard no_grad;
+  model.eval();
+  const data::ByteTokenizer tok;
+  const int64_t hash_buckets = std::max<int64_t>(c.ngram_buckets, 2);
+  int64_t correct = 0;
+  for (const auto& ex : d.corpus.test) {
+    const Tensor log_probs = nn::classify_long_input(
+        tok.encode(ex.text), {nn::LongInputMode::Windows, static_cast<size_t>(c.max_len), 0},
+        [&](const std::vector<std::vector<int64_t>>& windows) {
+          std::vector<std::vector<int64_t>> bigrams, trigrams;
+          for (const auto& w : windows) {
+            bigrams.push_back(ngram_ids(w, 2, hash_buckets));
+            trigrams.push_back(ngram_ids(w, 3, hash_buckets));
+          }
+          const data::PaddedBatch p = data::pad_sequences(windows, data::SpecialTokens::kPad);
+          return model.forward(p.tokens, data::pad_sequences(bigrams, 0).tokens,
+                               data::pad_sequences(trigrams, 0).tokens, p.key_padding_mask);
+        });
+    correct += argmax(log_probs, 0).item<int64_t>() == ex.label ? 1 : 0;
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(d.corpus.test.size());
+}
+
+// <out>/model.json: what nabla-serve needs beside the checkpoint's tensors (which give the
+// widths and layer count) to rebuild the model.
+void write_model_json(const Config& c, const std::vector<std::string>& languages) {
+  std::ofstream(c.out + "/model.json") << fmt::format(
+      "{{\"model\": \"transformer_langid\", \"heads\": {}, \"max_len\": {}, "
+      "\"languages\": [\"{}\"]}}\n",
+      c.heads, c.max_len, fmt::join(languages, "\", \""));
+}
+
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
@@ -258,6 +300,7 @@ int run(int argc, char** argv) {
   fmt::print("transformer_langid: {} train / {} test texts, {} languages ({}), {}\n",
              d.corpus.train.size(), d.corpus.test.size(), n_classes,
              fmt::join(d.corpus.languages, " "), runtime_info());
+  write_model_json(c, d.corpus.languages);
   const auto buckets = length_buckets(d.train, c.batch_size, c.seed);
   data::DataLoader<Batch>::Options lopts;
   lopts.batch_size = 1;  // one "item" = one pre-built length bucket
@@ -316,14 +359,17 @@ int run(int argc, char** argv) {
       "test accuracy {:.4f} after {} steps in {:.1f} s; wrote {}/metrics.csv, loss.png, "
       "confusion.png\n",
       test_acc, training.step(), train_s, c.out);
+  std::string long_input_fields;
+  if (c.long_input == "windows")
+    long_input_fields = fmt::format(" test_accuracy_windows={:.4f}", windows_accuracy(model, d, c));
   const std::string int8_fields =
       c.int8
           ? examples::compare_int8(model, [&] { return evaluate(model, d).confusion.accuracy(); })
           : "";
   fmt::print(
       "RESULT example=transformer_langid test_accuracy={:.4f} steps={} params={} "
-      "train_s={:.1f}{}\n",
-      test_acc, training.step(), model.num_parameters(), train_s, int8_fields);
+      "train_s={:.1f}{}{}\n",
+      test_acc, training.step(), model.num_parameters(), train_s, long_input_fields, int8_fields);
   return 0;
 }
 

@@ -1,0 +1,237 @@
+#include "examples/serve/langid_adapter.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "nabla/nabla.h"
+
+namespace nabla::serve {
+
+std::vector<int64_t> ngram_ids(const std::vector<int64_t>& tokens, size_t n, int64_t buckets) {
+  std::vector<int64_t> ids(tokens.size(), 0);
+  for (size_t t = n - 1; t < tokens.size(); ++t) {
+    uint64_t h = 14695981039346656037ULL ^ n;  // FNV-1a over the n token ids
+    for (size_t k = t + 1 - n; k <= t; ++k) {
+      h ^= static_cast<uint64_t>(tokens[k]);
+      h *= 1099511628211ULL;
+    }
+    ids[t] = 1 + static_cast<int64_t>(h % static_cast<uint64_t>(buckets - 1));
+  }
+  return ids;
+}
+
+// transformer_langid's LangIdModel, inference only (eval mode, no dropout at run time).
+class LangIdModel : public nn::Module {
+ public:
+  explicit LangIdModel(const LangIdConfig& c) : Module("LangIdModel"), d_model_(c.d_model) {
+    embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(
+                                                  c.vocab, c.d_model, data::SpecialTokens::kPad));
+    if (c.ngram_buckets > 0) {
+      bigrams_ = register_module("bigram_embedding",
+                                 std::make_shared<nn::Embedding>(c.ngram_buckets, c.d_model, 0));
+      trigrams_ = register_module("trigram_embedding",
+                                  std::make_shared<nn::Embedding>(c.ngram_buckets, c.d_model, 0));
+    }
+    pos_ = register_module("pos_encoding",
+                           std::make_shared<nn::PositionalEncoding>(c.d_model, 0.0, 1024));
+    nn::TransformerEncoderLayerOptions layer;
+    layer.d_model = c.d_model;
+    layer.nhead = c.heads;
+    layer.dim_feedforward = c.ffn;
+    layer.dropout = 0.0;
+    layer.batch_first = true;
+    encoder_ =
+        register_module("encoder", std::make_shared<nn::TransformerEncoder>(layer, c.layers));
+    head_ = register_module("head", std::make_shared<nn::Linear>(c.d_model, c.classes));
+  }
+  // The last layer keeps its per-head weights (for the heatmap): the materialised attention
+  // path instead of the fused one, so only for batches where some request asks for them (the
+  // two paths agree to float rounding, far below the 1e-6 the tests ask).
+  void store_attention(bool on) const {
+    encoder_->layer(encoder_->num_layers() - 1)->set_store_attention(on);
+  }
+
+  Tensor forward(const Tensor& tokens, const Tensor& bigrams, const Tensor& trigrams,
+                 const Tensor& key_padding_mask) const {
+    Tensor x = embedding_->forward(tokens);
+    if (bigrams_) x = add(add(x, bigrams_->forward(bigrams)), trigrams_->forward(trigrams));
+    x = mul(x, std::sqrt(static_cast<double>(d_model_)));
+    x = pos_->forward(x);
+    x = encoder_->forward(x, Tensor(), key_padding_mask);
+    Tensor keep = logical_not(key_padding_mask).to(x.dtype()).unsqueeze(-1);
+    Tensor pooled = div(sum(mul(x, keep), {1}), sum(keep, {1}));
+    return head_->forward(pooled);
+  }
+  const Tensor& last_attention() const {
+    return encoder_->layer(encoder_->num_layers() - 1)->attention_weights();
+  }
+
+ private:
+  int64_t d_model_;
+  std::shared_ptr<nn::Embedding> embedding_, bigrams_, trigrams_;
+  std::shared_ptr<nn::PositionalEncoding> pos_;
+  std::shared_ptr<nn::TransformerEncoder> encoder_;
+  std::shared_ptr<nn::Linear> head_;
+};
+
+namespace {
+
+const Tensor& find_tensor(const io::NamedTensors& model, const std::string& name,
+                          const std::string& path) {
+  for (const auto& [key, t] : model)
+    if (key == name) return t;
+  throw FormatError(fmt::format(
+      "nabla-serve: {} has no tensor model.{} (not a transformer_langid checkpoint?)", path, name));
+}
+
+}  // namespace
+
+LangIdConfig read_langid_config(const std::string& checkpoint, const LangIdConfig& fallback) {
+  LangIdConfig c = fallback;
+  const io::Checkpoint ck = io::Checkpoint::load(checkpoint);
+  const io::NamedTensors& model = ck.section("model");
+  const Tensor& emb = find_tensor(model, "embedding.weight", checkpoint);
+  c.vocab = emb.size(0);
+  c.d_model = emb.size(1);
+  c.ngram_buckets = 0;
+  for (const auto& [key, t] : model)
+    if (key == "bigram_embedding.weight") c.ngram_buckets = t.size(0);
+  c.ffn = find_tensor(model, "encoder.layers.0.linear1.weight", checkpoint).size(0);
+  c.classes = find_tensor(model, "head.weight", checkpoint).size(0);
+  std::set<std::string> layers;
+  for (const auto& [key, t] : model)
+    if (key.rfind("encoder.layers.", 0) == 0) layers.insert(key.substr(15, key.find('.', 15) - 15));
+  c.layers = static_cast<int64_t>(layers.size());
+  const auto json_path = std::filesystem::path(checkpoint).parent_path() / "model.json";
+  if (std::filesystem::exists(json_path)) {
+    std::ifstream in(json_path);
+    try {
+      const auto j = nlohmann::json::parse(in);
+      c.heads = j.at("heads").get<int64_t>();
+      c.max_len = j.at("max_len").get<int64_t>();
+      c.languages = j.at("languages").get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw FormatError(fmt::format("nabla-serve: {}: {}", json_path.string(), e.what()));
+    }
+  }
+  if (c.languages.empty())
+    for (const auto& l : data::fortune_languages()) c.languages.push_back(l.code);
+  if (static_cast<int64_t>(c.languages.size()) != c.classes)
+    throw FormatError(fmt::format("nabla-serve: {} has {} classes but {} language names",
+                                  checkpoint, c.classes, c.languages.size()));
+  if (c.d_model % c.heads != 0)
+    throw FormatError(fmt::format("nabla-serve: d_model {} of {} is not divisible by {} heads",
+                                  c.d_model, checkpoint, c.heads));
+  return c;
+}
+
+LangIdAdapter::LangIdAdapter(const std::string& checkpoint, const LangIdConfig& fallback,
+                             nn::LongInputOptions long_input)
+    : config_(read_langid_config(checkpoint, fallback)), long_input_(long_input) {
+  long_input_.max_len = static_cast<size_t>(config_.max_len);
+  model_ = std::make_unique<LangIdModel>(config_);
+  model_->load_state_dict(io::Checkpoint::load(checkpoint).section("model"));
+  model_->eval();
+}
+
+LangIdAdapter::LangIdAdapter(const LangIdConfig& c, nn::LongInputOptions long_input, uint64_t seed)
+    : config_(c), long_input_(long_input) {
+  long_input_.max_len = static_cast<size_t>(config_.max_len);
+  if (config_.languages.empty())
+    for (int64_t i = 0; i < c.classes; ++i) config_.languages.push_back(fmt::format("c{}", i));
+  manual_seed(seed);
+  model_ = std::make_unique<LangIdModel>(config_);
+  model_->eval();
+}
+
+LangIdAdapter::~LangIdAdapter() = default;
+
+int64_t LangIdAdapter::length(const Input& input) const {
+  return std::min<int64_t>(static_cast<int64_t>(input.tokens.size()), config_.max_len);
+}
+
+std::string LangIdAdapter::describe() const {
+  return fmt::format(
+      "transformer_langid: d_model {} heads {} layers {} ffn {} max_len {} ngram buckets {}, "
+      "languages {}, long inputs: {}",
+      config_.d_model, config_.heads, config_.layers, config_.ffn, config_.max_len,
+      config_.ngram_buckets, fmt::join(config_.languages, " "),
+      nn::long_input_mode_name(long_input_.mode));
+}
+
+std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& batch) {
+  NoGradGuard no_grad;
+  // Every input's windows become rows of one padded batch.
+  std::vector<std::vector<nn::TokenWindow>> windows;
+  std::vector<std::vector<int64_t>> tokens, bigrams, trigrams;
+  const int64_t hash_buckets = std::max<int64_t>(config_.ngram_buckets, 2);
+  for (const Input* in : batch) {
+    windows.push_back(nn::long_input_windows(in->tokens.size(), long_input_));
+    for (const auto& w : windows.back()) {
+      const auto first = in->tokens.begin() + static_cast<std::ptrdiff_t>(w.begin);
+      tokens.emplace_back(first, first + static_cast<std::ptrdiff_t>(w.size()));
+      bigrams.push_back(ngram_ids(tokens.back(), 2, hash_buckets));
+      trigrams.push_back(ngram_ids(tokens.back(), 3, hash_buckets));
+    }
+  }
+  bool any_attention = false;
+  for (const Input* in : batch) any_attention = any_attention || in->want_attention;
+  model_->store_attention(any_attention);
+  const data::PaddedBatch padded = data::pad_sequences(tokens, data::SpecialTokens::kPad);
+  const Tensor logits =
+      model_
+          ->forward(padded.tokens, data::pad_sequences(bigrams, 0).tokens,
+                    data::pad_sequences(trigrams, 0).tokens, padded.key_padding_mask)
+          .to(kFloat64);
+  std::vector<float> attention;  // (rows, H, T, T) row-major
+  int64_t heads = 0, width = padded.tokens.size(1);
+  if (any_attention) {
+    const Tensor& a = model_->last_attention();
+    heads = a.size(1);
+    attention = a.contiguous().to_vector<float>();
+  }
+  std::vector<Prediction> out;
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& ws = windows[i];
+    std::vector<size_t> counts;
+    for (const auto& w : ws) counts.push_back(w.size());
+    const Tensor rows = logits.slice(0, row, row + static_cast<int64_t>(ws.size()));
+    Prediction p;
+    p.probabilities = exp(nn::combine_window_logits(rows, counts)).to_vector<double>();
+    p.label = static_cast<int64_t>(
+        std::max_element(p.probabilities.begin(), p.probabilities.end()) - p.probabilities.begin());
+    p.windows = static_cast<int64_t>(ws.size());
+    if (batch[i]->want_attention) {
+      // Each position's received attention, averaged over heads, query positions and the
+      // windows that contain it.
+      const size_t covered = ws.back().end;
+      std::vector<double> total(covered, 0.0), seen(covered, 0.0);
+      for (size_t k = 0; k < ws.size(); ++k) {
+        const auto n = static_cast<int64_t>(ws[k].size());
+        const size_t base = static_cast<size_t>((row + static_cast<int64_t>(k)) * heads) *
+                            static_cast<size_t>(width * width);
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t q = 0; q < n; ++q)
+            for (int64_t key = 0; key < n; ++key)
+              total[ws[k].begin + static_cast<size_t>(key)] +=
+                  attention[base + static_cast<size_t>((h * width + q) * width + key)] /
+                  static_cast<double>(heads * n);
+        for (int64_t key = 0; key < n; ++key) seen[ws[k].begin + static_cast<size_t>(key)] += 1;
+      }
+      double norm = 0;
+      for (size_t t = 0; t < covered; ++t) norm += total[t] /= seen[t];
+      for (double& v : total) v /= norm;
+      p.attention = std::move(total);
+    }
+    row += static_cast<int64_t>(ws.size());
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace nabla::serve

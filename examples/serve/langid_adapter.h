@@ -1,0 +1,53 @@
+// transformer_langid's classifier behind the server: the model (the same modules and parameter
+// names as examples/transformer_langid/main.cpp, so its checkpoints load strictly: any drift
+// fails the serve ctests, which load a checkpoint that the example writes), its config, and
+// batched prediction with the long-input rule (nn/long_input.h).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "examples/serve/model_adapter.h"
+#include "nabla/nn/long_input.h"
+#include "nabla/nn/module.h"
+#include "nabla/nn/transformer.h"
+
+namespace nabla::serve {
+
+struct LangIdConfig {
+  int64_t vocab = 262, d_model = 64, heads = 4, layers = 2, ffn = 256, max_len = 128;
+  int64_t ngram_buckets = 8192, classes = 8;
+  std::vector<std::string> languages;
+};
+
+// Reads the model section of `checkpoint` (a transformer_langid checkpoint.safetensors): the
+// widths, layer count, buckets and classes from the tensors' shapes; heads, max_len and the
+// language names from model.json beside it (written by transformer_langid), else `fallback`'s.
+// FormatError naming the file when a tensor is missing or the shapes disagree.
+LangIdConfig read_langid_config(const std::string& checkpoint, const LangIdConfig& fallback);
+
+// Hashed byte n-gram ids ending at each position, as transformer_langid computes them.
+std::vector<int64_t> ngram_ids(const std::vector<int64_t>& tokens, size_t n, int64_t buckets);
+
+class LangIdModel;
+
+class LangIdAdapter : public ModelAdapter {
+ public:
+  LangIdAdapter(const std::string& checkpoint, const LangIdConfig& fallback,
+                nn::LongInputOptions long_input);
+  // A randomly initialised model of config `c` (tests: no checkpoint needed).
+  LangIdAdapter(const LangIdConfig& c, nn::LongInputOptions long_input, uint64_t seed);
+  ~LangIdAdapter() override;
+  const std::vector<std::string>& labels() const override { return config_.languages; }
+  int64_t length(const Input& input) const override;
+  std::vector<Prediction> predict(const std::vector<const Input*>& batch) override;
+  std::string describe() const override;
+  const LangIdConfig& config() const { return config_; }
+
+ private:
+  LangIdConfig config_;
+  nn::LongInputOptions long_input_;
+  std::unique_ptr<LangIdModel> model_;
+};
+
+}  // namespace nabla::serve
