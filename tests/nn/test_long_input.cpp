@@ -3,6 +3,9 @@
 
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 
 namespace {
@@ -88,3 +91,6 @@ TEST_CASE("long input: bad options and shapes are clear errors", "[long_input]")
   REQUIRE_THROWS_AS(nn::combine_window_logits(zeros({1, 3}), {0}), ValueError);
   REQUIRE_THROWS_WITH(nn::classify_long_input({}, {}, vote_classifier), Catch::Contains("empty"));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
