@@ -315,7 +315,6 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   return out;
 }
 
-
 void MultiheadAttention::prune_heads(const std::vector<int64_t>& heads) {
   const int64_t H = num_heads_, d = head_dim_, I = H * d;
   std::vector<bool> drop(static_cast<size_t>(H), false);
