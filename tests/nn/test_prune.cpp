@@ -127,7 +127,7 @@ TEST_CASE("pruned weights stay exactly zero through SGD, Adam and AdamW steps", 
       opt = std::make_unique<optim::Adam>(model->parameters(),
                                           optim::AdamOptions{.lr = 0.01, .weight_decay = 0.01});
     else
-      opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamOptions{.lr = 0.01});
+      opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 0.01});
     train_steps(*model, *opt, 5);
     check_masked_zero(*model, "0.weight");
     check_masked_zero(*model, "2.weight");
