@@ -150,6 +150,10 @@ Tensor distillation_loss(const Tensor& student_logits, const Tensor& teacher_log
         "{}: student and teacher logits must both be (N, C) of one shape, got {} and {}", op,
         shape_str(student_logits.shape()), shape_str(teacher_logits.shape())));
   kernels::check_same_dtype(op, student_logits, teacher_logits);
+  const DType dt = student_logits.dtype();
+  if (dt != kFloat32 && dt != kFloat64)
+    throw DTypeError(fmt::format("{}: logits must be float32 or float64, got {} {}", op,
+                                 dtype_name(dt), shape_str(student_logits.shape())));
   Tensor log_s = log_softmax(div(student_logits, temperature), -1);
   Tensor log_t = log_softmax(div(teacher_logits, temperature), -1);
   // log_target: a teacher probability that underflows to 0 stays exact in log space.
