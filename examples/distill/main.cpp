@@ -5,7 +5,7 @@
 // batches in the same order for the same epochs: alone (cross-entropy, which is
 // distillation_loss with alpha 0) and distilled (alpha * T^2 * KL of the tempered distributions
 // + (1 - alpha) * cross-entropy). Prints mean and spread of test accuracy, parameter counts and
-// inference time per image; writes accuracy.png/.svg (test accuracy per epoch), results.csv
+// inference time per image; writes accuracy.png/.svg (test accuracy per seed), results.csv
 // and a RESULT line.
 #include <fmt/format.h>
 
@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <sstream>
 
 #include "examples/common/cli.h"
 #include "examples/common/fashion_mnist.h"
@@ -37,7 +39,7 @@ struct Config {
   double lr = 3e-3, weight_decay = 0.05;  // vit_fashion_mnist's recipe
   std::string teacher_dir = "runs/vit_fashion_mnist", out = "runs/distill";
   uint64_t seed = 1;  // the seeds are seed, seed + 1, ...
-  bool smoke = false, resume = false;
+  bool smoke = false, resume = false, plot_only = false;
   int64_t stop_after = 0;
   int threads = 0;
 };
@@ -56,6 +58,7 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--student-mlp", c.student_mlp, "student feed-forward width")
       .option("--teacher-dir", c.teacher_dir,
               "vit_fashion_mnist's --out: its checkpoint.safetensors is the teacher")
+      .flag("--plot-only", c.plot_only, "only redraw accuracy.png from --out's results.csv")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "a smoke teacher, 1 epoch on 256 train / 256 test images, 2 seeds (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return exit_code;
@@ -193,9 +196,57 @@ double mean_of(const std::vector<StudentRun>& runs, double StudentRun::*field) {
   return m;
 }
 
+// Test accuracy per seed, each student variant and the teacher, from results.csv (also
+// --plot-only, which redraws it from a run's results.csv without rerunning it).
+void plot_results(const std::string& out, double temperature, double alpha) {
+  std::ifstream in(out + "/results.csv");
+  if (!in) throw IOError(fmt::format("distill: cannot read {}/results.csv", out));
+  std::string line;
+  std::getline(in, line);  // header
+  std::map<std::string, viz::Series> by_model;
+  double teacher = 0;
+  std::vector<double> seeds;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) f.push_back(cell);
+    if (f.size() < 4) continue;
+    if (f[0] == "teacher") {
+      teacher = std::stod(f[2]);
+      continue;
+    }
+    viz::Series& sr = by_model[f[0]];
+    sr.x.push_back(std::stod(f[1]));
+    sr.y.push_back(std::stod(f[2]));
+    sr.label = fmt::format("{} ({} params)",
+                           f[0] == "student_alone" ? "student alone" : "student distilled", f[3]);
+    sr.markers = true;
+    sr.lines = false;
+    sr.color = viz::kPalette[f[0] == "student_alone" ? 0 : 1];
+    seeds.push_back(std::stod(f[1]));
+  }
+  if (seeds.empty()) throw ValueError(fmt::format("distill: no student rows in {}", out));
+  std::vector<viz::Series> series;
+  for (auto& [name, sr] : by_model) series.push_back(sr);
+  const auto [lo, hi] = std::minmax_element(seeds.begin(), seeds.end());
+  series.push_back({.label = "teacher",
+                    .x = {*lo - 0.25, *hi + 0.25},
+                    .y = {teacher, teacher},
+                    .color = viz::kPalette[2]});
+  viz::line_plot(out + "/accuracy.png", series,
+                 {.title = fmt::format("Fashion-MNIST: student alone vs distilled (T {}, alpha {})",
+                                       temperature, alpha),
+                  .xlabel = "seed",
+                  .ylabel = "test accuracy"});
+}
+
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
+  if (c.plot_only) {
+    plot_results(c.out, c.temperature, c.alpha);
+    return 0;
+  }
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.smoke) c.epochs = 1, c.seeds = std::min(c.seeds, 2);
   std::filesystem::create_directories(c.out);
@@ -241,29 +292,8 @@ int run(int argc, char** argv) {
                s.min, s.max, runs->size());
   fmt::print("(inference times on a shared machine are indicative only)\n");
 
-  std::vector<viz::Series> series;
-  auto epochs_axis = [&] {
-    std::vector<double> x;
-    for (int e = 1; e <= c.epochs; ++e) x.push_back(e);
-    return x;
-  };
-  for (auto [name, runs] : {std::pair{"alone", &alone}, std::pair{"distilled", &distilled}}) {
-    for (size_t i = 0; i < runs->size(); ++i)
-      series.push_back({.label = i == 0 ? fmt::format("student {} (each seed)", name) : "",
-                        .x = epochs_axis(),
-                        .y = (*runs)[i].accuracy_per_epoch,
-                        .markers = true,
-                        .width = 1.5,
-                        .alpha = 0.6});
-  }
-  series.push_back({.label = fmt::format("teacher ({} params)", teacher->num_parameters()),
-                    .x = {1.0, static_cast<double>(c.epochs)},
-                    .y = {teacher_acc, teacher_acc}});
-  viz::line_plot(c.out + "/accuracy.png", series,
-                 {.title = fmt::format("Fashion-MNIST students ({} params): T {}, alpha {}",
-                                       student_params, c.temperature, c.alpha),
-                  .xlabel = "epoch",
-                  .ylabel = "test accuracy"});
+  csv.close();
+  plot_results(c.out, c.temperature, c.alpha);
   fmt::print("wrote {}/results.csv and accuracy.png/.svg in {:.1f} s\n", c.out,
              examples::seconds_since(t0));
   fmt::print(

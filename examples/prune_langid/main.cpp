@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
@@ -37,7 +38,7 @@ struct Config {
   int64_t finetune_steps = 150, importance_batches = 40;
   double finetune_lr = 5e-4;
   uint64_t seed = 42;
-  bool smoke = false, resume = false;
+  bool smoke = false, resume = false, plot_only = false;
   int64_t stop_after = 0;
   int threads = 0;
 };
@@ -50,6 +51,7 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--finetune-lr", c.finetune_lr, "fine-tune learning rate (AdamW, constant)")
       .option("--importance-batches", c.importance_batches,
               "training batches summed for the head importance")
+      .flag("--plot-only", c.plot_only, "only redraw the figures from --out's results.csv")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "a smoke checkpoint, a small slice, 5 fine-tune steps (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return exit_code;
@@ -125,6 +127,39 @@ std::vector<std::vector<double>> head_importance(const Setup& s, LangIdModel& mo
   return gates.importance();
 }
 
+// The two figures from results.csv's rows (also --plot-only, which redraws them from a run's
+// results.csv without rerunning it).
+void plot_results(const std::string& out, int64_t finetune_steps) {
+  std::ifstream in(out + "/results.csv");
+  if (!in) throw IOError(fmt::format("prune_langid: cannot read {}/results.csv", out));
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<double> sx, sp, st, hx, hp, ht;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) f.push_back(cell);
+    if (f.size() < 6) continue;
+    const bool magnitude = f[0] == "magnitude";
+    (magnitude ? sx : hx).push_back(std::stod(f[1]) * (magnitude ? 100.0 : 1.0));
+    (magnitude ? sp : hp).push_back(std::stod(f[4]));
+    (magnitude ? st : ht).push_back(std::stod(f[5]));
+  }
+  const std::string tuned = fmt::format("pruned + {} fine-tune steps", finetune_steps);
+  viz::line_plot(out + "/sparsity.png",
+                 {{.label = "pruned", .x = sx, .y = sp, .color = viz::kPalette[0], .markers = true},
+                  {.label = tuned, .x = sx, .y = st, .color = viz::kPalette[1], .markers = true}},
+                 {.title = "transformer_langid: global magnitude pruning of the weight matrices",
+                  .xlabel = "sparsity of the Linear and attention weights (%)",
+                  .ylabel = "test accuracy"});
+  viz::line_plot(out + "/heads.png",
+                 {{.label = "pruned", .x = hx, .y = hp, .color = viz::kPalette[0], .markers = true},
+                  {.label = tuned, .x = hx, .y = ht, .color = viz::kPalette[1], .markers = true}},
+                 {.title = "transformer_langid: attention heads removed by importance",
+                  .xlabel = "heads removed in each layer (of 4)",
+                  .ylabel = "test accuracy"});
+}
+
 void load_checkpoint(Setup& s) {
   const std::string path = s.c.langid_dir + "/checkpoint.safetensors";
   if (!std::filesystem::exists(path)) {
@@ -143,6 +178,10 @@ int run(int argc, char** argv) {
   Setup s;
   if (auto exit_code = parse_flags(s.c, argc, argv)) return *exit_code;
   Config& c = s.c;
+  if (c.plot_only) {
+    plot_results(c.out, c.finetune_steps);
+    return 0;
+  }
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.smoke) c.finetune_steps = std::min<int64_t>(c.finetune_steps, 5), c.importance_batches = 3;
   std::filesystem::create_directories(c.out);
@@ -189,15 +228,6 @@ int run(int argc, char** argv) {
       if (std::abs(levels[i] - percent) < std::abs(levels[best] - percent)) best = i;
     return v[best];
   };
-  viz::line_plot(c.out + "/sparsity.png",
-                 {{.label = "pruned", .x = levels, .y = acc_pruned, .markers = true},
-                  {.label = fmt::format("pruned + {} fine-tune steps", c.finetune_steps),
-                   .x = levels,
-                   .y = acc_tuned,
-                   .markers = true}},
-                 {.title = "transformer_langid: global magnitude pruning of the weight matrices",
-                  .xlabel = "sparsity of the Linear and attention weights (%)",
-                  .ylabel = "test accuracy"});
 
   // --- attention heads --------------------------------------------------------------------------
   std::vector<std::vector<double>> importance;
@@ -207,7 +237,7 @@ int run(int argc, char** argv) {
   }
   for (size_t l = 0; l < importance.size(); ++l)
     fmt::print("head importance, layer {}: {:.3f}\n", l, fmt::join(importance[l], " "));
-  std::vector<double> removed, head_pruned, head_tuned;
+  std::vector<double> head_pruned, head_tuned;
   double full_ms = 0;
   for (int64_t k = 0; k < s.size.heads; ++k) {
     auto model = fresh_model(s);
@@ -224,21 +254,11 @@ int run(int argc, char** argv) {
         k, params, before, after, ms, ms / full_ms);
     csv << fmt::format("heads,{},{},{},{:.4f},{:.4f},{:.1f}\n", k, s.size.heads - k, params, before,
                        after, ms);
-    removed.push_back(static_cast<double>(k));
     head_pruned.push_back(before);
     head_tuned.push_back(after);
   }
-  viz::line_plot(c.out + "/heads.png",
-                 {{.label = "pruned", .x = removed, .y = head_pruned, .markers = true},
-                  {.label = fmt::format("pruned + {} fine-tune steps", c.finetune_steps),
-                   .x = removed,
-                   .y = head_tuned,
-                   .markers = true}},
-                 {.title = fmt::format("transformer_langid: attention heads removed by importance "
-                                       "({} per layer)",
-                                       s.size.heads),
-                  .xlabel = "heads removed in each layer",
-                  .ylabel = "test accuracy"});
+  csv.close();
+  plot_results(c.out, c.finetune_steps);
   fmt::print("wrote {}/results.csv, sparsity.png and heads.png (.svg) in {:.1f} s\n", c.out,
              examples::seconds_since(t0));
   fmt::print(
