@@ -38,6 +38,7 @@
 #include "nabla/nn/normalization.h"
 #include "nabla/nn/pool.h"
 #include "nabla/nn/positional_encoding.h"
+#include "nabla/nn/prune.h"
 #include "nabla/nn/quantized.h"
 #include "nabla/nn/rnn_base.h"
 #include "nabla/nn/seq2seq.h"

@@ -13,7 +13,7 @@
 namespace nabla::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
-    : Module("Linear"), in_features_(in_features), out_features_(out_features) {
+    : Module("Linear"), out_features_(out_features) {
   const DType dtype = options.dtype;
   if (in_features < 0 || out_features < 0)
     throw ValueError(fmt::format("Linear: in_features and out_features must be >= 0, got {} and {}",
@@ -29,15 +29,16 @@ void Linear::reset_parameters(Generator& gen) {
   init::kaiming_uniform_(weight_, std::sqrt(5.0), init::FanMode::FanIn,
                          init::Nonlinearity::LeakyReLU, gen);
   if (bias_.defined()) {
-    const double bound = in_features_ > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features_)) : 0;
+    const int64_t fan_in = in_features();
+    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0;
     init::uniform_(bias_, -bound, bound, gen);
   }
 }
 
 void Linear::check_input(const Tensor& x) const {
-  if (x.dim() < 1 || x.size(-1) != in_features_)
+  if (x.dim() < 1 || x.size(-1) != in_features())
     throw ShapeError(fmt::format("Linear: input of shape {} does not end in in_features = {}",
-                                 shape_str(x.shape()), in_features_));
+                                 shape_str(x.shape()), in_features()));
   if (x.dtype() != weight_.dtype())
     throw DTypeError(fmt::format("Linear: input dtype {} differs from the weight's dtype {}",
                                  dtype_name(x.dtype()), dtype_name(weight_.dtype())));

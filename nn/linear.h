@@ -34,7 +34,8 @@ class Linear : public Module {
   // Re-draws weight and bias with the default scheme from `gen`.
   void reset_parameters(Generator& gen = default_generator());
 
-  int64_t in_features() const { return in_features_; }
+  // The weight's column count (MultiheadAttention::prune_heads narrows out_proj's).
+  int64_t in_features() const { return weight_.size(1); }
   int64_t out_features() const { return out_features_; }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }  // undefined when bias = false
@@ -45,7 +46,7 @@ class Linear : public Module {
 
  private:
   void check_input(const Tensor& x) const;  // throws naming Linear and the shapes
-  int64_t in_features_, out_features_;
+  int64_t out_features_;
   Tensor weight_, bias_;
   std::shared_ptr<const QuantizedLinear> quantized_;
 };

@@ -72,6 +72,14 @@ Tensor Module::register_buffer(const std::string& name, Tensor t, bool persisten
   return t;
 }
 
+bool Module::remove_buffer(const std::string& name) {
+  auto it = std::find_if(buffers_.begin(), buffers_.end(),
+                         [&](const Buffer& b) { return b.name == name; });
+  if (it == buffers_.end()) return false;
+  buffers_.erase(it);
+  return true;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name("register_module", name);
   if (!module) throw ValueError(fmt::format("{}.register_module: '{}' is null", type_name_, name));

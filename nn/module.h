@@ -158,6 +158,8 @@ class Module {
   // Registers a buffer (state that is not trained, e.g. running statistics). Non-persistent
   // buffers are left out of state_dict().
   Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  // Takes a buffer of this module out (nn/prune.h's remove); false when there is none.
+  bool remove_buffer(const std::string& name);
   // Registers a child module and returns it, typed.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {

@@ -25,6 +25,7 @@
 #include "nabla/ops/attention.h"
 #include "nabla/ops/compare.h"
 #include "nabla/ops/dropout.h"
+#include "nabla/ops/indexing.h"
 #include "nabla/ops/linalg.h"
 #include "nabla/ops/linear.h"
 #include "nabla/ops/math_constants.h"
@@ -129,6 +130,7 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, dou
     : Module(kOp),
       embed_dim_(embed_dim),
       num_heads_(num_heads),
+      head_dim_(num_heads > 0 ? embed_dim / num_heads : 0),
       kdim_(kdim == 0 ? embed_dim : kdim),
       vdim_(vdim == 0 ? embed_dim : vdim),
       dropout_(dropout),
@@ -207,7 +209,8 @@ void MultiheadAttention::check_inputs(const Tensor& query, const Tensor& key, co
 
 MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const MhaOptions& o) const {
-  const int64_t E = embed_dim_, H = num_heads_, d = E / H;
+  // I: the width of the projections, E until heads are pruned.
+  const int64_t E = embed_dim_, H = num_heads_, d = head_dim_, I = H * d;
   KVCache* cache = o.kv_cache;
   // A filled static cache stands in for key and value: they are not read.
   const bool reuse_kv = cache && cache->is_static() && !cache->empty();
@@ -234,29 +237,29 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   auto rows = [](const Tensor& t, int64_t block, int64_t count, int64_t size) {
     return t.defined() ? t.narrow(0, block * size, count * size) : Tensor();
   };
-  Tensor qp, kp, vp;  // (.., E) each
+  Tensor qp, kp, vp;  // (.., I) each
   const Tensor& b = in_proj_bias_;
   if (reuse_kv) {
-    qp = linear(q, packed() ? rows(in_proj_weight_, 0, 1, E) : q_proj_weight_, rows(b, 0, 1, E));
+    qp = linear(q, packed() ? rows(in_proj_weight_, 0, 1, I) : q_proj_weight_, rows(b, 0, 1, I));
   } else if (packed() && query.same(key) && key.same(value)) {  // self-attention: one GEMM
     Tensor p = linear(q, in_proj_weight_, b);
-    qp = p.narrow(2, 0, E), kp = p.narrow(2, E, E), vp = p.narrow(2, 2 * E, E);
+    qp = p.narrow(2, 0, I), kp = p.narrow(2, I, I), vp = p.narrow(2, 2 * I, I);
   } else if (packed()) {
     const Tensor& w = in_proj_weight_;
-    qp = linear(q, rows(w, 0, 1, E), rows(b, 0, 1, E));
+    qp = linear(q, rows(w, 0, 1, I), rows(b, 0, 1, I));
     if (key.same(value)) {
-      Tensor p = linear(k, rows(w, 1, 2, E), rows(b, 1, 2, E));
-      kp = p.narrow(2, 0, E), vp = p.narrow(2, E, E);
+      Tensor p = linear(k, rows(w, 1, 2, I), rows(b, 1, 2, I));
+      kp = p.narrow(2, 0, I), vp = p.narrow(2, I, I);
     } else {
-      kp = linear(k, rows(w, 1, 1, E), rows(b, 1, 1, E));
-      vp = linear(v, rows(w, 2, 1, E), rows(b, 2, 1, E));
+      kp = linear(k, rows(w, 1, 1, I), rows(b, 1, 1, I));
+      vp = linear(v, rows(w, 2, 1, I), rows(b, 2, 1, I));
     }
   } else {
-    qp = linear(q, q_proj_weight_, rows(b, 0, 1, E));
-    kp = linear(k, k_proj_weight_, rows(b, 1, 1, E));
-    vp = linear(v, v_proj_weight_, rows(b, 2, 1, E));
+    qp = linear(q, q_proj_weight_, rows(b, 0, 1, I));
+    kp = linear(k, k_proj_weight_, rows(b, 1, 1, I));
+    vp = linear(v, v_proj_weight_, rows(b, 2, 1, I));
   }
-  // (B, len, E) or (len, B, E) -> (B, H, len, d): a view.
+  // (B, len, I) or (len, B, I) -> (B, H, len, d): a view.
   auto heads = [&](const Tensor& t) {
     Tensor u = t.unflatten(2, {H, d});
     return batch_first_ ? u.permute({0, 2, 1, 3}) : u.permute({1, 2, 0, 3});
@@ -301,8 +304,8 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
     attn = dropout(attn, dropout_, is_training(), *gen_);
     ctx = matmul(attn, vh);
   }
-  ctx = batch_first_ ? ctx.permute({0, 2, 1, 3}).reshape({B, L, E})
-                     : ctx.permute({2, 0, 1, 3}).reshape({L, B, E});
+  ctx = batch_first_ ? ctx.permute({0, 2, 1, 3}).reshape({B, L, I})
+                     : ctx.permute({2, 0, 1, 3}).reshape({L, B, I});
   MhaOutput out{(*out_proj_)(ctx), Tensor()};
   if (o.need_weights) out.weights = o.average_attn_weights ? mean(attn, {1}) : attn;
   if (!batched) {
@@ -310,6 +313,46 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
     if (out.weights.defined()) out.weights = out.weights.squeeze(0);
   }
   return out;
+}
+
+void MultiheadAttention::prune_heads(const std::vector<int64_t>& heads) {
+  const int64_t H = num_heads_, d = head_dim_, I = H * d;
+  std::vector<bool> drop(static_cast<size_t>(H), false);
+  for (int64_t h : heads) {
+    if (h < 0 || h >= H)
+      throw IndexError(
+          fmt::format("{}.prune_heads: head {} is out of range for {} heads", kOp, h, H));
+    drop[static_cast<size_t>(h)] = true;
+  }
+  std::vector<int64_t> kept;  // the projection rows (within one block of I) that stay
+  for (int64_t h = 0; h < H; ++h)
+    if (!drop[static_cast<size_t>(h)])
+      for (int64_t j = 0; j < d; ++j) kept.push_back(h * d + j);
+  const auto rows_left = static_cast<int64_t>(kept.size());
+  if (rows_left == 0)
+    throw ValueError(
+        fmt::format("{}.prune_heads: pruning all {} heads; at least one must remain", kOp, H));
+  if (rows_left == I) return;
+  // The rows of `blocks` stacked blocks of I (Q, K, V) that belong to kept heads.
+  auto block_index = [&](int64_t blocks) {
+    std::vector<int64_t> idx;
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t r : kept) idx.push_back(b * I + r);
+    return from_vector(idx, {static_cast<int64_t>(idx.size())});
+  };
+  NoGradGuard no_grad;
+  auto shrink = [](Tensor t, int64_t dim, const Tensor& idx) {
+    if (t.defined()) set_data_(t, index_select(t.detach(), dim, idx).contiguous());
+  };
+  if (packed()) {
+    shrink(in_proj_weight_, 0, block_index(3));
+  } else {
+    for (Tensor* w : {&q_proj_weight_, &k_proj_weight_, &v_proj_weight_})
+      shrink(*w, 0, block_index(1));
+  }
+  shrink(in_proj_bias_, 0, block_index(3));
+  shrink(out_proj_->weight(), 1, block_index(1));
+  num_heads_ = rows_left / d;
 }
 
 }  // namespace nabla::nn

@@ -74,7 +74,14 @@ class MultiheadAttention : public Module {
 
   int64_t embed_dim() const { return embed_dim_; }
   int64_t num_heads() const { return num_heads_; }
-  int64_t head_dim() const { return embed_dim_ / num_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+
+  // Removes the given heads (indices into the current heads) from the Q/K/V rows and the
+  // out_proj columns, so the module computes exactly what it computed with those heads' outputs
+  // gated to zero, with num_heads() - heads.size() heads (Michel et al. 2019, "Are Sixteen Heads
+  // Really Better than One?"). At least one head must remain. Parameters keep their handles
+  // (resized in place), so an optimizer made afterwards sees the new shapes.
+  void prune_heads(const std::vector<int64_t>& heads);
   bool batch_first() const { return batch_first_; }
   // True when kdim == vdim == embed_dim: one packed in_proj_weight (3E, E).
   bool packed() const { return in_proj_weight_.defined(); }
@@ -89,7 +96,7 @@ class MultiheadAttention : public Module {
   void check_inputs(const Tensor& query, const Tensor& key, const Tensor& value,
                     const MhaOptions& o, bool reuse_kv) const;
 
-  int64_t embed_dim_, num_heads_, kdim_, vdim_;
+  int64_t embed_dim_, num_heads_, head_dim_, kdim_, vdim_;  // heads * head_dim <= embed_dim
   double dropout_;
   bool batch_first_;
   Tensor in_proj_weight_, q_proj_weight_, k_proj_weight_, v_proj_weight_, in_proj_bias_;

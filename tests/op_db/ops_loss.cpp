@@ -109,6 +109,34 @@ std::vector<ErrorInput> cross_entropy_errors(CeFn f) {
   };
 }
 
+using KlFn = Tensor (*)(const Tensor&, const Tensor&, const KlDivOptions&);
+
+// Targets are probabilities (kPositive keeps log t finite) or, with log_target, any reals.
+std::vector<Sample> kl_div_samples(KlFn f) {
+  std::vector<Sample> s;
+  const std::pair<KlDivReduction, const char*> reds[] = {{KlDivReduction::None, "none"},
+                                                         {KlDivReduction::Sum, "sum"},
+                                                         {KlDivReduction::Mean, "mean"},
+                                                         {KlDivReduction::BatchMean, "batchmean"}};
+  for (auto [red, tag] : reds) {
+    for (bool log_target : {false, true}) {
+      KlDivOptions o{.reduction = red, .log_target = log_target};
+      OpFn fn = [f, o](const std::vector<Tensor>& v) { return f(v[0], v[1], o); };
+      const std::string r = std::string(tag) + (log_target ? ", log_target: " : ": ");
+      const Dist td = log_target ? Dist{} : kPositive;
+      s.push_back(sample(r + "(3, 4)", {arg({3, 4}), arg({3, 4}, td)}, fn));
+      s.push_back(sample(r + "broadcast (3, 4) vs (1, 4)", {arg({3, 4}), arg({1, 4}, td)}, fn));
+      s.push_back(sample(r + "transposed", {transposed({4, 3}), arg({4, 3}, td)}, fn));
+      s.push_back(sample(r + "expanded input", {expanded({1, 3}, {2, 3}), arg({2, 3}, td)}, fn));
+      s.push_back(big(sample(r + "big (512, 64)", {arg({512, 64}), arg({512, 64}, td)}, fn)));
+    }
+  }
+  KlDivOptions sum{.reduction = KlDivReduction::Sum};
+  s.push_back(sample("empty (0, 4), sum", {arg({0, 4}), arg({0, 4}, kPositive)},
+                     [f, sum](const std::vector<Tensor>& v) { return f(v[0], v[1], sum); }));
+  return s;
+}
+
 using PairFn = Tensor (*)(const Tensor&, const Tensor&, Reduction);
 using BceFn = Tensor (*)(const Tensor&, const Tensor&, Reduction, const Tensor&);
 
@@ -276,6 +304,59 @@ std::vector<OpInfo> loss_ops() {
           },
           n));
       return e;
+    };
+    t.push_back(op);
+  }
+  for (auto [name, f] : {std::pair<const char*, KlFn>{"kl_div", kl_div},
+                         std::pair<const char*, KlFn>{"kl_div_composite", kl_div_composite}}) {
+    OpInfo op;
+    op.name = name;
+    op.samples = [f = f] { return kl_div_samples(f); };
+    op.errors = [f = f] {
+      return std::vector<ErrorInput>{
+          expect<ShapeError>(
+              "target (2, 4) for input (2, 3)",
+              [f] {
+                f(ones({2, 3}), ones({2, 4}), {});
+              },
+              "kl_div"),
+          expect<DTypeError>(
+              "int64 input", [f] { f(arange(3), arange(3), {}); }, "kl_div"),
+      };
+    };
+    t.push_back(op);
+  }
+  {
+    OpInfo op;
+    op.name = "distillation_loss";
+    op.samples = [] {
+      auto with = [](double temperature, double alpha) {
+        return [temperature, alpha](const std::vector<Tensor>& v) {
+          return distillation_loss(v[0], v[1], v[2], temperature, alpha);
+        };
+      };
+      return std::vector<Sample>{
+          sample("T 2, alpha 0.5 (4, 5)", {arg({4, 5}), arg({4, 5}), fixed(indices({4}, 5))},
+                 with(2.0, 0.5)),
+          sample("T 1, alpha 1, transposed",
+                 {transposed({3, 4}), arg({3, 4}), fixed(indices({3}, 4))}, with(1.0, 1.0)),
+          sample("T 4, alpha 0.9, one row", {arg({1, 3}), arg({1, 3}), fixed(indices({1}, 3))},
+                 with(4.0, 0.9)),
+      };
+    };
+    op.errors = [] {
+      return std::vector<ErrorInput>{
+          expect<ValueError>(
+              "temperature 0",
+              [] {
+                distillation_loss(ones({2, 3}), ones({2, 3}), targets({0, 1}, {2}), 0.0, 0.5);
+              }),
+          expect<ShapeError>(
+              "teacher (2, 4) for student (2, 3)",
+              [] {
+                distillation_loss(ones({2, 3}), ones({2, 4}), targets({0, 1}, {2}), 1.0, 0.5);
+              }),
+      };
     };
     t.push_back(op);
   }
