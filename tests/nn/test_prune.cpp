@@ -11,6 +11,9 @@
 #include "nabla/optim/sgd.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -285,3 +288,7 @@ TEST_CASE("head importance finds a dead head and prune_heads_by_importance remov
   nn::prune::prune_heads_by_importance(*mha, {{0.1, 0.2, 0.3}}, 10);
   CHECK(mha->num_heads() == 1);
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
+#undef CHECK_THROWS_NAMING

@@ -6,6 +6,9 @@
 #include "tests/helpers.h"
 #include "tests/parity.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 using test::check_parity;
@@ -156,3 +159,7 @@ TEST_CASE("distillation_loss: gradients, limits and errors", "[loss][distill]") 
   CHECK_THROWS_NAMING(distillation_loss(s, leaf({5, 3}), y, 2.0, 0.5), ShapeError,
                       "distillation_loss");
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
+#undef CHECK_THROWS_NAMING
