@@ -7,78 +7,25 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "examples/transformer_langid/langid_model.h"
 #include "nabla/nabla.h"
 
 namespace nabla::serve {
 
-std::vector<int64_t> ngram_ids(const std::vector<int64_t>& tokens, size_t n, int64_t buckets) {
-  std::vector<int64_t> ids(tokens.size(), 0);
-  for (size_t t = n - 1; t < tokens.size(); ++t) {
-    uint64_t h = 14695981039346656037ULL ^ n;  // FNV-1a over the n token ids
-    for (size_t k = t + 1 - n; k <= t; ++k) {
-      h ^= static_cast<uint64_t>(tokens[k]);
-      h *= 1099511628211ULL;
-    }
-    ids[t] = 1 + static_cast<int64_t>(h % static_cast<uint64_t>(buckets - 1));
-  }
-  return ids;
-}
-
-// transformer_langid's LangIdModel, inference only (eval mode, no dropout at run time).
-class LangIdModel : public nn::Module {
- public:
-  explicit LangIdModel(const LangIdConfig& c) : Module("LangIdModel"), d_model_(c.d_model) {
-    embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(
-                                                  c.vocab, c.d_model, data::SpecialTokens::kPad));
-    if (c.ngram_buckets > 0) {
-      bigrams_ = register_module("bigram_embedding",
-                                 std::make_shared<nn::Embedding>(c.ngram_buckets, c.d_model, 0));
-      trigrams_ = register_module("trigram_embedding",
-                                  std::make_shared<nn::Embedding>(c.ngram_buckets, c.d_model, 0));
-    }
-    pos_ = register_module("pos_encoding",
-                           std::make_shared<nn::PositionalEncoding>(c.d_model, 0.0, 1024));
-    nn::TransformerEncoderLayerOptions layer;
-    layer.d_model = c.d_model;
-    layer.nhead = c.heads;
-    layer.dim_feedforward = c.ffn;
-    layer.dropout = 0.0;
-    layer.batch_first = true;
-    encoder_ =
-        register_module("encoder", std::make_shared<nn::TransformerEncoder>(layer, c.layers));
-    head_ = register_module("head", std::make_shared<nn::Linear>(c.d_model, c.classes));
-  }
-  // The last layer keeps its per-head weights (for the heatmap): the materialised attention
-  // path instead of the fused one, so only for batches where some request asks for them (the
-  // two paths agree to float rounding, far below the 1e-6 the tests ask).
-  void store_attention(bool on) const {
-    encoder_->layer(encoder_->num_layers() - 1)->set_store_attention(on);
-  }
-
-  Tensor forward(const Tensor& tokens, const Tensor& bigrams, const Tensor& trigrams,
-                 const Tensor& key_padding_mask) const {
-    Tensor x = embedding_->forward(tokens);
-    if (bigrams_) x = add(add(x, bigrams_->forward(bigrams)), trigrams_->forward(trigrams));
-    x = mul(x, std::sqrt(static_cast<double>(d_model_)));
-    x = pos_->forward(x);
-    x = encoder_->forward(x, Tensor(), key_padding_mask);
-    Tensor keep = logical_not(key_padding_mask).to(x.dtype()).unsqueeze(-1);
-    Tensor pooled = div(sum(mul(x, keep), {1}), sum(keep, {1}));
-    return head_->forward(pooled);
-  }
-  const Tensor& last_attention() const {
-    return encoder_->layer(encoder_->num_layers() - 1)->attention_weights();
-  }
-
- private:
-  int64_t d_model_;
-  std::shared_ptr<nn::Embedding> embedding_, bigrams_, trigrams_;
-  std::shared_ptr<nn::PositionalEncoding> pos_;
-  std::shared_ptr<nn::TransformerEncoder> encoder_;
-  std::shared_ptr<nn::Linear> head_;
-};
-
 namespace {
+
+// The example's model (examples/transformer_langid/langid_model.h), inference only: no dropout.
+examples::LangIdSize model_size(const LangIdConfig& c) {
+  examples::LangIdSize size;
+  size.d_model = c.d_model;
+  size.heads = c.heads;
+  size.layers = c.layers;
+  size.ffn = c.ffn;
+  size.max_len = c.max_len;
+  size.ngram_buckets = c.ngram_buckets;
+  size.dropout = 0.0;
+  return size;
+}
 
 const Tensor& find_tensor(const io::NamedTensors& model, const std::string& name,
                           const std::string& path) {
@@ -133,7 +80,8 @@ LangIdAdapter::LangIdAdapter(const std::string& checkpoint, const LangIdConfig& 
                              nn::LongInputOptions long_input)
     : config_(read_langid_config(checkpoint, fallback)), long_input_(long_input) {
   long_input_.max_len = static_cast<size_t>(config_.max_len);
-  model_ = std::make_unique<LangIdModel>(config_);
+  model_ =
+      std::make_unique<examples::LangIdModel>(model_size(config_), config_.vocab, config_.classes);
   model_->load_state_dict(io::Checkpoint::load(checkpoint).section("model"));
   model_->eval();
 }
@@ -144,7 +92,8 @@ LangIdAdapter::LangIdAdapter(const LangIdConfig& c, nn::LongInputOptions long_in
   if (config_.languages.empty())
     for (int64_t i = 0; i < c.classes; ++i) config_.languages.push_back(fmt::format("c{}", i));
   manual_seed(seed);
-  model_ = std::make_unique<LangIdModel>(config_);
+  model_ =
+      std::make_unique<examples::LangIdModel>(model_size(config_), config_.vocab, config_.classes);
   model_->eval();
 }
 
@@ -174,8 +123,8 @@ std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& 
     for (const auto& w : windows.back()) {
       const auto first = in->tokens.begin() + static_cast<std::ptrdiff_t>(w.begin);
       tokens.emplace_back(first, first + static_cast<std::ptrdiff_t>(w.size()));
-      bigrams.push_back(ngram_ids(tokens.back(), 2, hash_buckets));
-      trigrams.push_back(ngram_ids(tokens.back(), 3, hash_buckets));
+      bigrams.push_back(examples::ngram_ids(tokens.back(), 2, hash_buckets));
+      trigrams.push_back(examples::ngram_ids(tokens.back(), 3, hash_buckets));
     }
   }
   bool any_attention = false;

@@ -1,7 +1,6 @@
-// transformer_langid's classifier behind the server: the model (the same modules and parameter
-// names as examples/transformer_langid/main.cpp, so its checkpoints load strictly: any drift
-// fails the serve ctests, which load a checkpoint that the example writes), its config, and
-// batched prediction with the long-input rule (nn/long_input.h).
+// transformer_langid's classifier behind the server: the example's own model
+// (examples/transformer_langid/langid_model.h), its config read from a checkpoint, and batched
+// prediction with the long-input rule (nn/long_input.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -11,6 +10,10 @@
 #include "nabla/nn/long_input.h"
 #include "nabla/nn/module.h"
 #include "nabla/nn/transformer.h"
+
+namespace nabla::examples {
+class LangIdModel;
+}
 
 namespace nabla::serve {
 
@@ -25,11 +28,6 @@ struct LangIdConfig {
 // language names from model.json beside it (written by transformer_langid), else `fallback`'s.
 // FormatError naming the file when a tensor is missing or the shapes disagree.
 LangIdConfig read_langid_config(const std::string& checkpoint, const LangIdConfig& fallback);
-
-// Hashed byte n-gram ids ending at each position, as transformer_langid computes them.
-std::vector<int64_t> ngram_ids(const std::vector<int64_t>& tokens, size_t n, int64_t buckets);
-
-class LangIdModel;
 
 class LangIdAdapter : public ModelAdapter {
  public:
@@ -47,7 +45,7 @@ class LangIdAdapter : public ModelAdapter {
  private:
   LangIdConfig config_;
   nn::LongInputOptions long_input_;
-  std::unique_ptr<LangIdModel> model_;
+  std::unique_ptr<examples::LangIdModel> model_;
 };
 
 }  // namespace nabla::serve

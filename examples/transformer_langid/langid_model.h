@@ -99,6 +99,15 @@ class LangIdModel : public nn::Module {
     return head_->forward(pooled);
   }
 
+  // The last layer keeps its per-head weights when on (nabla-serve's heatmap): the materialised
+  // attention path instead of the fused one, which agree to float rounding.
+  void store_attention(bool on) const {
+    encoder_->layer(encoder_->num_layers() - 1)->set_store_attention(on);
+  }
+  const Tensor& last_attention() const {
+    return encoder_->layer(encoder_->num_layers() - 1)->attention_weights();
+  }
+
  private:
   int64_t d_model_;
   std::shared_ptr<nn::Embedding> embedding_, bigrams_, trigrams_;
