@@ -113,10 +113,12 @@ struct AutocastMatmulBackward final : Node {
     Tensor grad_a, grad_b;
     // op(A) = G op(B)^T; stored A = op(A) or its transpose (op(B) G^T).
     if (needs_input_grad(0))
-      grad_a = ta ? product_kernel(b16.get(), tb, g, true) : product_kernel(g, false, b16.get(), !tb);
+      grad_a =
+          ta ? product_kernel(b16.get(), tb, g, true) : product_kernel(g, false, b16.get(), !tb);
     // op(B) = op(A)^T G; stored B = op(B) or its transpose (G^T op(A)).
     if (needs_input_grad(1))
-      grad_b = tb ? product_kernel(g, true, a16.get(), ta) : product_kernel(a16.get(), !ta, g, false);
+      grad_b =
+          tb ? product_kernel(g, true, a16.get(), ta) : product_kernel(a16.get(), !ta, g, false);
     if (grad_a.defined() && input_dtypes[0] != kFloat32) grad_a = grad_a.to(input_dtypes[0]);
     if (grad_b.defined() && input_dtypes[1] != kFloat32) grad_b = grad_b.to(input_dtypes[1]);
     return {grad_a, grad_b};
@@ -143,9 +145,9 @@ Path path() {
       std::fprintf(stderr,
                    "nabla autocast: %s; bf16 products run as float32 GEMMs of bf16 values "
                    "(memory savings only, no speed-up)\n",
-                   !onednn::available()       ? "nabla was built without oneDNN"
-                   : !cpu_has_native_bf16()   ? "this CPU has no native bf16 (avx512_bf16, amx_bf16)"
-                                              : "the widening path was chosen for a test");
+                   !onednn::available()     ? "nabla was built without oneDNN"
+                   : !cpu_has_native_bf16() ? "this CPU has no native bf16 (avx512_bf16, amx_bf16)"
+                                            : "the widening path was chosen for a test");
       notice_count.fetch_add(1);
     });
   return p;

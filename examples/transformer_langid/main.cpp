@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "examples/common/bf16.h"
 #include "examples/common/cli.h"
 #include "examples/common/int8_eval.h"
 #include "examples/common/progress.h"
@@ -41,6 +42,7 @@ struct Config {
   bool resume = false, smoke = false;
   bool checkpoint_layers = false;  // recompute the encoder layers' activations in backward
   bool int8 = false;               // also evaluate with int8 Linear layers (nn::quantize_dynamic)
+  bool bf16 = false;               // forward passes under bf16 autocast (core/autocast.h)
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
@@ -163,6 +165,7 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .flag("--checkpoint-layers", c.checkpoint_layers,
             "gradient checkpointing: recompute the encoder layers in backward (less memory)")
       .flag("--int8", c.int8, "after training, evaluate in float32 and with int8 Linear layers")
+      .flag("--bf16", c.bf16, "forward passes under bf16 autocast (oneDNN; master weights float32)")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "a few steps on a small slice (for tests)");
   return cli.parse(argc, argv);
@@ -228,8 +231,9 @@ struct Evaluation {
   examples::ConfusionMatrix confusion;
   double loss = 0;
 };
-Evaluation evaluate(LangIdModel& model, const LangIdData& d) {
+Evaluation evaluate(LangIdModel& model, const LangIdData& d, bool bf16) {
   NoGradGuard no_grad;
+  autocast::Scope autocast_scope(bf16);
   model.eval();
   Evaluation e{examples::ConfusionMatrix(d.corpus.languages)};
   for (const auto& idx : length_buckets(d.test, 256, 0)) {
@@ -247,6 +251,7 @@ Evaluation evaluate(LangIdModel& model, const LangIdData& d) {
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
+  c.bf16 = examples::use_bf16(c.bf16);
   if (c.threads > 0) set_num_threads(c.threads);
   std::filesystem::create_directories(c.out);
   const auto t0 = std::chrono::steady_clock::now();
@@ -290,16 +295,20 @@ int run(int argc, char** argv) {
       model, opt, sched.get(), loader);
   model.train();
   while (auto batch = training.next_batch(loader)) {
-    Tensor logits = model.forward(batch->padded.tokens, batch->bigrams, batch->trigrams,
-                                  batch->padded.key_padding_mask);
-    Tensor loss = cross_entropy(logits, batch->labels);
+    Tensor loss;
+    {
+      autocast::Scope autocast_scope(c.bf16);  // forward and loss; backward outside, as PyTorch's
+      Tensor logits = model.forward(batch->padded.tokens, batch->bigrams, batch->trigrams,
+                                    batch->padded.key_padding_mask);
+      loss = cross_entropy(logits, batch->labels);
+    }
     opt.zero_grad();
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
     if (training.step_done(loss.item(), batch->labels.numel())) {
-      const Evaluation e = evaluate(model, d);
+      const Evaluation e = evaluate(model, d, c.bf16);
       training.end_epoch({e.confusion.accuracy(), e.loss});
     }
   }
@@ -307,7 +316,7 @@ int run(int argc, char** argv) {
   const double train_s = training.seconds();
 
   // --- report ---------------------------------------------------------------------------------
-  const examples::ConfusionMatrix confusion = evaluate(model, d).confusion;
+  const examples::ConfusionMatrix confusion = evaluate(model, d, c.bf16).confusion;
   const double test_acc = confusion.accuracy();
   confusion.print();
   training.losses().plot(c.out + "/loss.png", "transformer_langid: loss", "cross-entropy");
@@ -317,13 +326,14 @@ int run(int argc, char** argv) {
       "confusion.png\n",
       test_acc, training.step(), train_s, c.out);
   const std::string int8_fields =
-      c.int8
-          ? examples::compare_int8(model, [&] { return evaluate(model, d).confusion.accuracy(); })
-          : "";
+      c.int8 ? examples::compare_int8(
+                   model, [&] { return evaluate(model, d, false).confusion.accuracy(); })
+             : "";
   fmt::print(
       "RESULT example=transformer_langid test_accuracy={:.4f} steps={} params={} "
-      "train_s={:.1f}{}\n",
-      test_acc, training.step(), model.num_parameters(), train_s, int8_fields);
+      "train_s={:.1f}{}{}\n",
+      test_acc, training.step(), model.num_parameters(), train_s, int8_fields,
+      examples::bf16_field(c.bf16));
   return 0;
 }
 

@@ -31,8 +31,7 @@ double bf16_bound(int64_t k) {
 struct Deviation {
   double of_bound = 0, relative = 0;
 };
-Deviation deviation(const Tensor& actual, const Tensor& exact, const Tensor& magnitude,
-                    int64_t k) {
+Deviation deviation(const Tensor& actual, const Tensor& exact, const Tensor& magnitude, int64_t k) {
   REQUIRE(actual.shape() == exact.shape());
   const auto a = actual.to(kFloat64).contiguous().to_vector<double>();
   const auto e = exact.to(kFloat64).contiguous().to_vector<double>();
@@ -114,9 +113,12 @@ TEST_CASE("autocast: the products run on bf16 operands, the rest stays float32",
   const Tensor labels = from_vector(std::vector<int64_t>{0, 3, 7}, {3});
   // What autocast must leave exactly as it is: float32 normalisation, softmax, losses.
   auto untouched = [&] {
-    return std::vector<Tensor>{layer_norm(x, {8}),         softmax(x, -1),
-                               log_softmax(x, -1),         cross_entropy(x.select(1, 0), labels),
-                               mse_loss(x, target),        add(x, target),
+    return std::vector<Tensor>{layer_norm(x, {8}),
+                               softmax(x, -1),
+                               log_softmax(x, -1),
+                               cross_entropy(x.select(1, 0), labels),
+                               mse_loss(x, target),
+                               add(x, target),
                                matmul(a.to(kFloat64), b.to(kFloat64))};
   };
   const std::vector<Tensor> outside = untouched();
@@ -149,16 +151,16 @@ TEST_CASE("autocast: the products run on bf16 operands, the rest stays float32",
 
 TEST_CASE("autocast: matmul forward and backward within the bf16 bound", "[autocast]") {
   check_matmul_case(randn_f32({7, 33}, 1), randn_f32({33, 9}, 2), 1);
-  check_matmul_case(randn_f32({3, 5, 64}, 3), randn_f32({64, 6}, 4), 2);         // batch x 2-D
-  check_matmul_case(randn_f32({2, 1, 4, 16}, 5), randn_f32({3, 16, 5}, 6), 3);   // broadcast
-  check_matmul_case(randn_f32({20, 6}, 7).t(), randn_f32({8, 20}, 8).t(), 4);    // transposed
+  check_matmul_case(randn_f32({3, 5, 64}, 3), randn_f32({64, 6}, 4), 2);        // batch x 2-D
+  check_matmul_case(randn_f32({2, 1, 4, 16}, 5), randn_f32({3, 16, 5}, 6), 3);  // broadcast
+  check_matmul_case(randn_f32({20, 6}, 7).t(), randn_f32({8, 20}, 8).t(), 4);   // transposed
   check_matmul_case(randn_f32({4, 30}, 9).slice(1, 0, 30, 2), randn_f32({15, 3}, 10), 5);
-  check_matmul_case(randn_f32({1, 12}, 11), randn_f32({12, 1}, 12), 6);          // size 1
-  check_matmul_case(randn_f32({0, 12}, 13), randn_f32({12, 4}, 14), 7);          // size 0
-  check_matmul_case(randn_f32({3, 0}, 15), randn_f32({0, 4}, 16), 8);            // k = 0
-  check_matmul_case(randn_f32({24}, 17), randn_f32({24, 5}, 18), 9);             // 1-D left
-  check_matmul_case(randn_f32({2, 6, 24}, 19), randn_f32({24}, 20), 10);         // 1-D right
-  check_matmul_case(randn_f32({24}, 21), randn_f32({24}, 22), 11);               // dot
+  check_matmul_case(randn_f32({1, 12}, 11), randn_f32({12, 1}, 12), 6);   // size 1
+  check_matmul_case(randn_f32({0, 12}, 13), randn_f32({12, 4}, 14), 7);   // size 0
+  check_matmul_case(randn_f32({3, 0}, 15), randn_f32({0, 4}, 16), 8);     // k = 0
+  check_matmul_case(randn_f32({24}, 17), randn_f32({24, 5}, 18), 9);      // 1-D left
+  check_matmul_case(randn_f32({2, 6, 24}, 19), randn_f32({24}, 20), 10);  // 1-D right
+  check_matmul_case(randn_f32({24}, 21), randn_f32({24}, 22), 11);        // dot
 }
 
 TEST_CASE("autocast: linear and linear_activation keep float32 master weights", "[autocast]") {
@@ -212,8 +214,7 @@ TEST_CASE("autocast: bad input", "[autocast]") {
   CHECK_THROWS_AS(autograd::grad({y}, {x}, {}, false, /*create_graph=*/true), AutogradError);
 }
 
-TEST_CASE("autocast: the widening path gives the same products and says so once",
-          "[autocast]") {
+TEST_CASE("autocast: the widening path gives the same products and says so once", "[autocast]") {
   const Tensor a = randn_f32({2, 9, 70}, 60), b = randn_f32({70, 11}, 61);
   Tensor native;
   {
