@@ -2,7 +2,6 @@
 #pragma once
 
 #include "nabla/core/allocator.h"
-#include "nabla/core/autocast.h"
 #include "nabla/core/autograd.h"
 #include "nabla/core/custom_function.h"
 #include "nabla/core/error.h"
