@@ -17,6 +17,7 @@
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/ops/activation.h"
 #include "nabla/ops/arithmetic.h"
+#include "nabla/ops/compare.h"
 #include "nabla/ops/kernels/onednn.h"
 #include "nabla/ops/linalg.h"
 #include "nabla/ops/unary.h"
@@ -126,6 +127,42 @@ struct AutocastMatmulBackward final : Node {
   const char* name() const override { return "AutocastMatmulBackward"; }
 };
 
+// The activation after an autocast linear, saving less than relu/gelu would (their float32
+// output or input): ReLU keeps a bool mask (z > 0), GELU its input rounded to bf16 (the
+// derivative at the rounded z, within the bf16 tolerance of the autocast product before it).
+//   backward:  grad_z = grad * mask  or  gelu'(z16) grad
+struct AutocastActivationBackward final : Node {
+  SavedTensor saved{this, "saved"};  // mask (ReLU) or z16 (GELU)
+  LinearActivation act;
+  explicit AutocastActivationBackward(LinearActivation a) : act(a) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    const Tensor s = saved.get();
+    if (act == LinearActivation::ReLU) return {mul(grad, s.to(grad.dtype()))};
+    return {gelu_backward(
+        grad, s.to(kFloat32),
+        act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh)};
+  }
+  const char* name() const override { return "AutocastActivationBackward"; }
+};
+
+Tensor activation(const Tensor& z, LinearActivation act) {
+  Tensor y, keep;
+  {
+    NoGradGuard no_grad;
+    if (act == LinearActivation::ReLU) {
+      keep = gt(z, 0.0);
+      y = relu(z);
+    } else {
+      y = gelu(z, act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh);
+    }
+  }
+  if (auto node = make_node<AutocastActivationBackward>({&z}, act)) {
+    node->saved.save(act == LinearActivation::ReLU ? keep : to_bf16(z));
+    set_history(y, node);
+  }
+  return y;
+}
+
 void check_linear(const char* who, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const bool bad_bias = bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0));
   if (x.dim() == 0 || weight.dim() != 2 || x.size(-1) != weight.size(1) || bad_bias)
@@ -214,9 +251,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          LinearActivation act) {
   check_linear("linear_activation", x, weight, bias);
-  Tensor z = autocast::linear(x, weight, bias);
-  if (act == LinearActivation::ReLU) return relu(z);
-  return gelu(z, act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh);
+  return activation(autocast::linear(x, weight, bias), act);
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

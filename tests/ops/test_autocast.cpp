@@ -45,6 +45,18 @@ Deviation deviation(const Tensor& actual, const Tensor& exact, const Tensor& mag
   return d;
 }
 
+// ||a - b|| / ||b|| over all elements.
+double norm_ratio(const Tensor& a, const Tensor& b) {
+  const auto av = a.to(kFloat64).contiguous().to_vector<double>();
+  const auto bv = b.to(kFloat64).contiguous().to_vector<double>();
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < av.size(); ++i) {
+    diff += (av[i] - bv[i]) * (av[i] - bv[i]);
+    ref += bv[i] * bv[i];
+  }
+  return std::sqrt(diff / ref);
+}
+
 Tensor randn_f32(const Shape& s, uint64_t seed) {
   Generator g(seed);
   return randn(s, g);
@@ -167,20 +179,29 @@ TEST_CASE("autocast: linear and linear_activation keep float32 master weights", 
   for (auto act : {LinearActivation::ReLU, LinearActivation::GELU}) {
     nn::Linear layer(48, 20);
     const Tensor x = randn_f32({2, 5, 48}, 30);
-    const Tensor y32 = linear_activation(x, layer.weight(), layer.bias(), act);
+    Tensor x32 = x.detach().requires_grad_(), x16 = x.detach().requires_grad_();
+    const Tensor y32 = linear_activation(x32, layer.weight(), layer.bias(), act);
     Tensor y;
     {
       autocast::Scope bf16;
-      y = linear_activation(x, layer.weight(), layer.bias(), act);
+      y = linear_activation(x16, layer.weight(), layer.bias(), act);
     }
     REQUIRE(y.dtype() == kFloat32);
+    CHECK(std::string(y.grad_fn()->name()) == "AutocastActivationBackward");
     // relu and gelu change a difference by at most 1.13 times (gelu's largest slope).
     const Tensor z_mag = add(matmul(abs(x.to(kFloat64)), abs(layer.weight().to(kFloat64)).t()),
                              abs(layer.bias().to(kFloat64)));
     CHECK(deviation(y, y32, mul(z_mag, 1.13), 48).of_bound <= 1.0);
-    sum(y).backward();
+    const Tensor w = randn_f32(y.shape(), 31);
+    sum(mul(y32, w)).backward();
+    sum(mul(y, w)).backward();
     CHECK(layer.weight().grad().dtype() == kFloat32);
     CHECK(layer.bias().grad().dtype() == kFloat32);
+    // grad_x = (w * act'(z)) W: w and W rounded (2u), and for GELU act' taken at bf16 z (|z
+    // gelu''(z)| <= 0.6, so u of it); 3u of the magnitudes in total, measured in norm.
+    const double rel = norm_ratio(x16.grad(), x32.grad());
+    CHECK(rel <= 3 * kU);
+    CHECK(rel > 0);
   }
 }
 
@@ -227,4 +248,83 @@ TEST_CASE("autocast: the widening path gives the same products and says so once"
     CHECK(deviation(wide, native, matmul(abs(a), abs(b)), 1).relative <= 2 * 70 * 0x1p-24);
   }
   CHECK(autocast::notices_printed() == 1);
+}
+
+namespace {
+
+// Each parameter's gradient of loss(), run in float32 and under autocast (backward outside the
+// scope): the losses and the largest gradient norm ratio ||g16 - g32|| / ||g32||.
+template <class Loss>
+std::pair<double, double> step_deviation(nn::Module& model, Loss&& loss) {
+  model.zero_grad();
+  const double loss32 = loss().item();
+  std::vector<Tensor> grads32;
+  {
+    Tensor l = loss();
+    l.backward();
+  }
+  for (const Tensor& p : model.parameters()) grads32.push_back(p.grad().clone());
+  model.zero_grad();
+  Tensor l16;
+  {
+    autocast::Scope bf16;
+    l16 = loss();
+  }
+  l16.backward();
+  double worst = 0;
+  const auto params = model.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(params[i].grad().dtype() == kFloat32);
+    worst = std::max(worst, norm_ratio(params[i].grad(), grads32[i]));
+  }
+  return {std::abs(l16.item() - loss32) / std::abs(loss32), worst};
+}
+
+}  // namespace
+
+// A layer runs a few products in series (projections, Q K^T, P V, two FFN products), each off by
+// up to 2u = 2^-7 of its magnitudes; the errors of the many summed terms mostly cancel, so a
+// norm-wise 0.05 (about 6 such roundings adding up) for gradients and 0.02 for the loss.
+TEST_CASE("autocast: a TransformerEncoderLayer step is close to float32", "[autocast]") {
+  manual_seed(3);
+  nn::TransformerEncoderLayer layer(
+      {.d_model = 32, .nhead = 4, .dim_feedforward = 64, .dropout = 0.0, .batch_first = true});
+  const Tensor x = randn_f32({2, 8, 32}, 70), target = randn_f32({2, 8, 32}, 71);
+  const auto [loss_dev, grad_dev] =
+      step_deviation(layer, [&] { return mse_loss(layer(x), target); });
+  CHECK(loss_dev <= 0.02);
+  CHECK(grad_dev <= 0.05);
+  CHECK(grad_dev > 0);  // the products did run on rounded operands
+}
+
+TEST_CASE("autocast: a ViT step is close to float32; AdamW keeps float32 state", "[autocast]") {
+  manual_seed(4);
+  nn::ViTConfig vc;
+  vc.image_size = 8;
+  vc.patch_size = 4;
+  vc.in_channels = 1;
+  vc.num_classes = 3;
+  vc.dim = 16;
+  vc.depth = 2;
+  vc.heads = 2;
+  vc.mlp_dim = 32;
+  nn::ViT model(vc);
+  const Tensor images = randn_f32({4, 1, 8, 8}, 80);
+  const Tensor labels = from_vector(std::vector<int64_t>{0, 2, 1, 2}, {4});
+  const auto [loss_dev, grad_dev] =
+      step_deviation(model, [&] { return cross_entropy(model(images), labels); });
+  CHECK(loss_dev <= 0.02);
+  CHECK(grad_dev <= 0.05);
+  optim::AdamW adamw(model.parameters(), {.lr = 1e-2});
+  adamw.step();  // on the autocast gradients step_deviation left
+  for (const Tensor& p : model.parameters()) CHECK(p.dtype() == kFloat32);
+  int64_t floating_state = 0;
+  for (const auto& [name, t] : adamw.state_dict()) {
+    INFO(name);
+    if (!is_floating(t.dtype())) continue;
+    CHECK(t.dtype() == kFloat32);
+    ++floating_state;
+  }
+  CHECK(floating_state >= 2 * static_cast<int64_t>(model.parameters().size()));
 }
