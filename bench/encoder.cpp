@@ -19,6 +19,7 @@
 
 #include "bench/common.h"
 #include "bench/encoder_model.h"
+#include "nabla/core/autocast.h"
 #include "nabla/nabla.h"
 
 using namespace nabla;

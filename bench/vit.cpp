@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "bench/common.h"
+#include "nabla/core/autocast.h"
 #include "nabla/nabla.h"
 
 using namespace nabla;
