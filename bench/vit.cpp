@@ -7,10 +7,12 @@
 // flop (reported): per layer forward 8*N*d^2 (QKV + out projections) + 4*N*d*F (FFN)
 // + 4*B*T^2*d (scores Q K^T and weights @ V), N = B*T tokens (T = 50), plus the patch embedding
 // 2*B*49*16*64; a training step counts 3x the forward. Head and elementwise work are ignored.
-// Also prints params=<count>.
+// Also prints params=<count>. --bf16: forward and loss under autocast::Scope (the twin: under
+// torch.autocast("cpu", dtype=torch.bfloat16)); backward and the step outside.
 #include <fmt/format.h>
 
 #include "bench/common.h"
+#include "nabla/core/autocast.h"
 #include "nabla/nabla.h"
 
 using namespace nabla;
@@ -18,7 +20,9 @@ using namespace nabla;
 int main(int argc, char** argv) try {
   CLI::App app{"nabla: ViT training step on 28x28x1 images"};
   bench::Options opt;
+  bool bf16 = false;
   bench::add_common_options(app, opt);
+  app.add_flag("--bf16", bf16, "forward and loss under bf16 autocast");
   CLI11_PARSE(app, argc, argv);
   bench::apply_threads(opt);
 
@@ -53,13 +57,18 @@ int main(int argc, char** argv) try {
 
   const bench::Timing t = bench::time_it(opt, [&] {
     adamw.zero_grad();
-    Tensor loss = cross_entropy(model.forward(images), labels);
+    Tensor loss;
+    {
+      autocast::Scope scope(bf16);
+      loss = cross_entropy(model.forward(images), labels);
+    }
     loss.backward();
     adamw.step();
   });
-  bench::report(
-      t, base_rss,
-      {{"flop", fmt::format("{:.0f}", flop)}, {"params", std::to_string(model.num_parameters())}});
+  bench::report(t, base_rss,
+                {{"flop", fmt::format("{:.0f}", flop)},
+                 {"params", std::to_string(model.num_parameters())},
+                 {"bf16", std::to_string(int{bf16})}});
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "bench_vit: {}\n", e.what());

@@ -27,6 +27,7 @@
 #include "nabla/core/error.h"
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/ops/arithmetic.h"
+#include "nabla/ops/autocast.h"
 #include "nabla/ops/compare.h"
 #include "nabla/ops/dropout.h"
 #include "nabla/ops/gemm.h"
@@ -346,6 +347,8 @@ Problem check_problem(const Tensor& q, const Tensor& k, const Tensor& v, const S
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const SdpaOptions& o) {
+  if (autocast::applies({&q_in, &k_in, &v_in}))  // Q K^T and P V on bf16 values
+    return autocast::scaled_dot_product_attention(q_in, k_in, v_in, o);
   inspect::OpScope op_scope("scaled_dot_product_attention", {&q_in, &k_in, &v_in});
   Problem pr = check_problem(q_in, k_in, v_in, o);
   op_scope.count_flops([&] { return forward_flops(pr); });

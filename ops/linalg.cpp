@@ -11,6 +11,7 @@
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/core/parallel.h"
 #include "nabla/core/strided_loop.h"
+#include "nabla/ops/autocast.h"
 #include "nabla/ops/gemm.h"
 #include "nabla/ops/reduced_float.h"
 
@@ -131,6 +132,7 @@ static void check_batch_dims(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast::applies({&a, &b})) return autocast::matmul(a, b);  // bf16 products
   if (reduced::any(a, b))
     return reduced::in_float32(
         "matmul", [](const Tensor& a32, const Tensor& b32) { return matmul(a32, b32); }, a, b);

@@ -14,6 +14,7 @@
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/ops/activation.h"
 #include "nabla/ops/arithmetic.h"
+#include "nabla/ops/autocast.h"
 #include "nabla/ops/compare.h"
 #include "nabla/ops/gelu_math.h"
 #include "nabla/ops/kernels/kernels.h"
@@ -110,6 +111,7 @@ Shape output_shape(const Tensor& x, int64_t out) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast::applies({&x, &weight, &bias})) return autocast::linear(x, weight, bias);
   // bfloat16 upcasts for now; a bfloat16 GEMM (oneDNN) would replace this line.
   if (reduced::any(x, weight, bias))
     return reduced::in_float32(
@@ -236,6 +238,8 @@ struct LinearActivationBackward final : Node {
 
 Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          LinearActivation act) {
+  if (autocast::applies({&x, &weight, &bias}))
+    return autocast::linear_activation(x, weight, bias, act);
   inspect::OpScope op_scope("linear_activation", {&x, &weight, &bias});
   check_linear("linear_activation", x, weight, bias);
   op_scope.count_flops([&] { return linear_flops(x, weight); });

@@ -72,12 +72,14 @@ def parse_dims(s):
     return dims
 
 
-def training_step(model, opt, inputs, labels):
+def training_step(model, opt, inputs, labels, bf16=False):
     """One classifier training step, as the C++ benches time it: zero_grad (set to None, as
-    nabla's zero_grad()), forward, cross-entropy, backward, optimizer step."""
+    nabla's zero_grad()), forward, cross-entropy, backward, optimizer step. bf16: forward and
+    loss under torch.autocast("cpu", dtype=torch.bfloat16), as nabla's --bf16."""
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = torch.nn.functional.cross_entropy(model(inputs), labels)
         loss.backward()
         opt.step()
     return step

@@ -68,6 +68,8 @@ def main():
     p = common.parser(__doc__.split("\n\n")[0])
     p.add_argument("--config", choices=list(CONFIGS), default="small")
     p.add_argument("--mode", choices=["train", "infer"], default="train")
+    p.add_argument("--bf16", action="store_true",
+                   help='forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)')
     args = p.parse_args()
     common.apply_threads(args)
 
@@ -80,7 +82,7 @@ def main():
     labels = torch.randint(0, CLASSES, (c["batch"],), generator=gen)
     params = sum(p.numel() for p in model.parameters())
 
-    train_step = common.training_step(model, opt, tokens, labels)
+    train_step = common.training_step(model, opt, tokens, labels, args.bf16)
 
     base_rss = common.peak_rss_mb()
     flop = forward_flop(c)
@@ -91,8 +93,9 @@ def main():
     else:
         model.eval()
         with torch.no_grad():
-            timing = common.time_it(args, lambda: model(tokens))
-    common.report(args, timing, base_rss, flop=flop, params=params)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                timing = common.time_it(args, lambda: model(tokens))
+    common.report(args, timing, base_rss, flop=flop, params=params, bf16=int(args.bf16))
 
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@ class ViT(nn.Module):
 
 def main():
     p = common.parser(__doc__.split("\n\n")[0])
+    p.add_argument("--bf16", action="store_true",
+                   help='forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)')
     args = p.parse_args()
     common.apply_threads(args)
 
@@ -63,11 +65,11 @@ def main():
     per_layer = 8 * N * DIM * DIM + 4 * N * DIM * MLP + 4 * B * T * T * DIM
     flop = 3 * (DEPTH * per_layer + 2 * B * patches * PATCH * PATCH * DIM)
 
-    train_step = common.training_step(model, opt, images, labels)
+    train_step = common.training_step(model, opt, images, labels, args.bf16)
 
     base_rss = common.peak_rss_mb()
     timing = common.time_it(args, train_step)
-    common.report(args, timing, base_rss, flop=flop, params=params)
+    common.report(args, timing, base_rss, flop=flop, params=params, bf16=int(args.bf16))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 
+#include "examples/common/bf16.h"
 #include "examples/common/cli.h"
 #include "examples/common/int8_eval.h"
 #include "examples/common/progress.h"
@@ -46,6 +47,7 @@ struct Config : examples::LangIdSize {
   std::string out = "runs/transformer_langid";
   bool resume = false, smoke = false;
   bool int8 = false;  // also evaluate with int8 Linear layers (nn::quantize_dynamic)
+  bool bf16 = false;  // forward passes under bf16 autocast (core/autocast.h)
   std::string long_input = "truncate";  // final evaluation of texts over max_len (nn/long_input.h)
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
@@ -69,6 +71,7 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .flag("--checkpoint-layers", c.checkpoint_layers,
             "gradient checkpointing: recompute the encoder layers in backward (less memory)")
       .flag("--int8", c.int8, "after training, evaluate in float32 and with int8 Linear layers")
+      .flag("--bf16", c.bf16, "forward passes under bf16 autocast (oneDNN; master weights float32)")
       .choice("--long-input", c.long_input, {"truncate", "windows"},
               "final evaluation of texts over --max-len: first max_len bytes, or overlapping "
               "windows with combined log-probabilities")
@@ -116,6 +119,7 @@ void write_model_json(const Config& c, const std::vector<std::string>& languages
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
+  c.bf16 = examples::use_bf16(c.bf16);
   if (c.threads > 0) set_num_threads(c.threads);
   std::filesystem::create_directories(c.out);
   const auto t0 = std::chrono::steady_clock::now();
@@ -160,18 +164,27 @@ int run(int argc, char** argv) {
        .log_lr = true,
        .start = t0},
       model, opt, sched.get(), loader);
+  // The test split, under autocast with --bf16 (the int8 comparison stays float32).
+  auto evaluate = [&](bool bf16) {
+    autocast::Scope autocast_scope(bf16);
+    return examples::evaluate_langid(model, d);
+  };
   model.train();
   while (auto batch = training.next_batch(loader)) {
-    Tensor logits = model.forward(batch->padded.tokens, batch->bigrams, batch->trigrams,
-                                  batch->padded.key_padding_mask);
-    Tensor loss = cross_entropy(logits, batch->labels);
+    Tensor loss;
+    {
+      autocast::Scope autocast_scope(c.bf16);  // forward and loss; backward outside, as PyTorch's
+      Tensor logits = model.forward(batch->padded.tokens, batch->bigrams, batch->trigrams,
+                                    batch->padded.key_padding_mask);
+      loss = cross_entropy(logits, batch->labels);
+    }
     opt.zero_grad();
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
     if (training.step_done(loss.item(), batch->labels.numel())) {
-      const LangIdEvaluation e = examples::evaluate_langid(model, d);
+      const LangIdEvaluation e = evaluate(c.bf16);
       training.end_epoch({e.confusion.accuracy(), e.loss});
     }
   }
@@ -179,7 +192,7 @@ int run(int argc, char** argv) {
   const double train_s = training.seconds();
 
   // --- report ---------------------------------------------------------------------------------
-  const examples::ConfusionMatrix confusion = examples::evaluate_langid(model, d).confusion;
+  const examples::ConfusionMatrix confusion = evaluate(c.bf16).confusion;
   const double test_acc = confusion.accuracy();
   confusion.print();
   training.losses().plot(c.out + "/loss.png", "transformer_langid: loss", "cross-entropy");
@@ -192,13 +205,13 @@ int run(int argc, char** argv) {
   if (c.long_input == "windows")
     long_input_fields = fmt::format(" test_accuracy_windows={:.4f}", windows_accuracy(model, d, c));
   const std::string int8_fields =
-      c.int8 ? examples::compare_int8(
-                   model, [&] { return examples::evaluate_langid(model, d).confusion.accuracy(); })
+      c.int8 ? examples::compare_int8(model, [&] { return evaluate(false).confusion.accuracy(); })
              : "";
   fmt::print(
       "RESULT example=transformer_langid test_accuracy={:.4f} steps={} params={} "
-      "train_s={:.1f}{}{}\n",
-      test_acc, training.step(), model.num_parameters(), train_s, long_input_fields, int8_fields);
+      "train_s={:.1f}{}{}{}\n",
+      test_acc, training.step(), model.num_parameters(), train_s, long_input_fields, int8_fields,
+      examples::bf16_field(c.bf16));
   return 0;
 }
 

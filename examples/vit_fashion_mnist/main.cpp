@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "examples/common/bf16.h"
 #include "examples/common/cli.h"
 #include "examples/common/fashion_mnist.h"
 #include "examples/common/int8_eval.h"
@@ -49,6 +50,7 @@ struct Config {
   bool resume = false, smoke = false;
   bool checkpoint_layers = false;  // recompute the blocks' activations in backward
   bool int8 = false;               // also evaluate with int8 Linear layers (nn::quantize_dynamic)
+  bool bf16 = false;               // forward passes under bf16 autocast (core/autocast.h)
   int64_t stop_after = 0;  // simulate an interruption after the first epoch end >= this step
   int threads = 0;
 };
@@ -77,6 +79,7 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .flag("--checkpoint-layers", c.checkpoint_layers,
             "gradient checkpointing: recompute the blocks in backward (less memory)")
       .flag("--int8", c.int8, "after training, evaluate in float32 and with int8 Linear layers")
+      .flag("--bf16", c.bf16, "forward passes under bf16 autocast (oneDNN; master weights float32)")
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "two short epochs on 256 train / 256 test images (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return exit_code;
@@ -98,9 +101,15 @@ nn::ViTConfig vit_config(const Config& c) {
   return examples::fashion_vit_config({c.dim, c.depth, c.heads, c.mlp, c.patch, c.dropout});
 }
 
-examples::Evaluation evaluate(nn::ViT& model, const examples::FashionData& d, double smoothing) {
+examples::Evaluation evaluate(nn::ViT& model, const examples::FashionData& d, double smoothing,
+                              bool bf16) {
   return examples::evaluate_fashion(
-      model, [&](const Tensor& x) { return model.forward(x); }, d, smoothing);
+      model,
+      [&](const Tensor& x) {
+        autocast::Scope autocast_scope(bf16);
+        return model.forward(x);
+      },
+      d, smoothing);
 }
 
 // The last block's CLS attention over the patch grid, averaged over heads, for the first 6 test
@@ -130,6 +139,7 @@ void save_attention(nn::ViT& model, const examples::FashionData& d, const std::s
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
+  c.bf16 = examples::use_bf16(c.bf16);
   if (c.threads > 0) set_num_threads(c.threads);
   std::filesystem::create_directories(c.out);
   const auto t0 = std::chrono::steady_clock::now();
@@ -171,16 +181,20 @@ int run(int argc, char** argv) {
       model, opt, sched.get(), loader);
   model.train();
   while (auto batch = training.next_batch(loader)) {
-    Tensor logits =
-        model.forward(c.augment ? examples::augment_fashion(batch->images) : batch->images);
-    Tensor loss = cross_entropy(logits, batch->labels, {.label_smoothing = c.label_smoothing});
+    Tensor loss;
+    {
+      autocast::Scope autocast_scope(c.bf16);  // forward and loss; backward outside, as PyTorch's
+      Tensor logits =
+          model.forward(c.augment ? examples::augment_fashion(batch->images) : batch->images);
+      loss = cross_entropy(logits, batch->labels, {.label_smoothing = c.label_smoothing});
+    }
     opt.zero_grad();
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
     if (training.step_done(loss.item(), batch->labels.numel())) {
-      const examples::Evaluation e = evaluate(model, d, c.label_smoothing);
+      const examples::Evaluation e = evaluate(model, d, c.label_smoothing, c.bf16);
       training.end_epoch({e.confusion.accuracy(), e.loss});
     }
   }
@@ -188,7 +202,8 @@ int run(int argc, char** argv) {
   const double train_s = training.seconds();
 
   // --- report ---------------------------------------------------------------------------------
-  const examples::ConfusionMatrix confusion = evaluate(model, d, c.label_smoothing).confusion;
+  const examples::ConfusionMatrix confusion =
+      evaluate(model, d, c.label_smoothing, c.bf16).confusion;
   const double test_acc = confusion.accuracy();
   confusion.print();
   save_attention(model, d, c.out + "/attention.png");
@@ -202,12 +217,14 @@ int run(int argc, char** argv) {
   const std::string int8_fields =
       c.int8
           ? examples::compare_int8(
-                model, [&] { return evaluate(model, d, c.label_smoothing).confusion.accuracy(); })
+                model,
+                [&] { return evaluate(model, d, c.label_smoothing, false).confusion.accuracy(); })
           : "";
   fmt::print(
       "RESULT example=vit_fashion_mnist test_accuracy={:.4f} steps={} params={} "
-      "train_s={:.1f}{}\n",
-      test_acc, training.step(), model.num_parameters(), train_s, int8_fields);
+      "train_s={:.1f}{}{}\n",
+      test_acc, training.step(), model.num_parameters(), train_s, int8_fields,
+      examples::bf16_field(c.bf16));
   return 0;
 }
 
