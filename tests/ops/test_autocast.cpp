@@ -15,6 +15,9 @@
 #include "nabla/ops/autocast.h"
 #include "tests/helpers.h"
 
+namespace {
+namespace NABLA_UNITY_ID {
+
 using namespace nabla;
 using Catch::Matchers::Contains;
 
@@ -329,3 +332,6 @@ TEST_CASE("autocast: a ViT step is close to float32; AdamW keeps float32 state",
   }
   CHECK(floating_state >= 2 * static_cast<int64_t>(model.parameters().size()));
 }
+
+}  // namespace NABLA_UNITY_ID
+}  // namespace
