@@ -72,6 +72,7 @@ CacheStats cache_stats() { return {}; }
 void clear_cache() {}
 void set_cache_capacity(int64_t) {}
 int last_call_threads() { return 0; }
+std::string last_bf16_implementation() { return ""; }
 
 #else
 
@@ -120,6 +121,8 @@ std::string describe() {
 
 void require(const char*) {}
 
+thread_local std::string last_bf16_impl;
+
 void matmul_bf16(const Bf16Matmul& p, const uint16_t* a, const uint16_t* b, float* c) {
   constexpr const char* what = "onednn::matmul_bf16";
   check_sizes(what, {p.batch, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.batch_stride_a,
@@ -150,13 +153,16 @@ void matmul_bf16(const Bf16Matmul& p, const uint16_t* a, const uint16_t* b, floa
                 threads,
                 0,
                 0};
-  const memory::desc a_md(
-      dims({ba, p.m, p.k}), dt::bf16,
-      p.trans_a ? dims({p.batch_stride_a, 1, p.lda}) : dims({p.batch_stride_a, p.lda, 1}));
-  const memory::desc b_md(
-      dims({bb, p.k, p.n}), dt::bf16,
-      p.trans_b ? dims({p.batch_stride_b, 1, p.ldb}) : dims({p.batch_stride_b, p.ldb, 1}));
-  const memory::desc c_md(dims({p.batch, p.m, p.n}), dt::f32, dims({p.batch_stride_c, p.ldc, 1}));
+  // A batch dim of 1 gets the stride of a dense stack: with 0 there, oneDNN reads the layout as
+  // batch-innermost ("bca") and only its reference kernel takes that, at ~1 s per product.
+  const int64_t stride_a = ba == 1 ? (p.trans_a ? p.k : p.m) * p.lda : p.batch_stride_a;
+  const int64_t stride_b = bb == 1 ? (p.trans_b ? p.n : p.k) * p.ldb : p.batch_stride_b;
+  const int64_t stride_c = p.batch == 1 ? p.m * p.ldc : p.batch_stride_c;
+  const memory::desc a_md(dims({ba, p.m, p.k}), dt::bf16,
+                          p.trans_a ? dims({stride_a, 1, p.lda}) : dims({stride_a, p.lda, 1}));
+  const memory::desc b_md(dims({bb, p.k, p.n}), dt::bf16,
+                          p.trans_b ? dims({stride_b, 1, p.ldb}) : dims({stride_b, p.ldb, 1}));
+  const memory::desc c_md(dims({p.batch, p.m, p.n}), dt::f32, dims({stride_c, p.ldc, 1}));
   const std::string shapes =
       fmt::format("batch {} x ({} x {}) @ ({} x {})", p.batch, p.m, p.k, p.k, p.n);
   translate_errors(what, shapes, [&] {
@@ -165,6 +171,9 @@ void matmul_bf16(const Bf16Matmul& p, const uint16_t* a, const uint16_t* b, floa
       return Entry{dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine())), b_md, {}};
     };
     const dnnl::primitive prim = cache().get(key, make).prim;
+    const char* impl = nullptr;
+    dnnl_primitive_desc_query(prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl);
+    if (impl && last_bf16_impl != impl) last_bf16_impl = impl;
     memory am(a_md, engine(), const_cast<uint16_t*>(a)),
         bm(b_md, engine(), const_cast<uint16_t*>(b)), cm(c_md, engine(), c);
     prim.execute(stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
@@ -180,6 +189,7 @@ void set_cache_capacity(int64_t n) {
   cache().set_capacity(n);
 }
 int last_call_threads() { return backend::last_threads.load(std::memory_order_relaxed); }
+std::string last_bf16_implementation() { return last_bf16_impl; }
 
 #endif
 

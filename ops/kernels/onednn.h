@@ -105,5 +105,9 @@ void clear_cache();                  // also zeroes the counts
 void set_cache_capacity(int64_t n);  // >= 1; drops the least recently used beyond it
 // The OpenMP thread count oneDNN's last call ran with (0 before any call).
 int last_call_threads();
+// The oneDNN implementation the calling thread's last bf16 product ran, e.g.
+// "brg:avx512_core_bf16" ("" before any, or without oneDNN). "ref:any" is oneDNN's reference
+// loop, about 1000x slower: a layout it cannot run fast.
+std::string last_bf16_implementation();
 
 }  // namespace nabla::onednn
