@@ -99,9 +99,16 @@ def benches():
         out.append(Bench(name, ["bench_encoder", *args], ["encoder.py", *args]))
     # encoder_infer with int8 Linear layers (bench/int8.cpp: nn::quantize_dynamic; the twin:
     # torch's quantize_dynamic). encoder_infer.int8 / encoder_infer is nabla's int8 speed-up.
-    args = ["--config", "small", "--precision", "int8"]
-    out.append(Bench("encoder_infer.int8", ["bench_int8", *args], ["int8.py", *args]))
+    for config, name in [("small", "encoder_infer.int8"), ("large", "encoder_large_infer.int8")]:
+        args = ["--config", config, "--precision", "int8"]
+        out.append(Bench(name, ["bench_int8", *args], ["int8.py", *args]))
     out.append(Bench("vit_small", ["bench_vit"], ["vit.py"]))
+    # The training steps under bf16 autocast, against torch.autocast("cpu", torch.bfloat16)
+    # (issue 22); the float32 rows above are nabla's own baseline.
+    for name, config in [("encoder_small.bf16", "small"), ("encoder_large.bf16", "large")]:
+        args = ["--config", config, "--mode", "train", "--bf16"]
+        out.append(Bench(name, ["bench_encoder", *args], ["encoder.py", *args]))
+    out.append(Bench("vit_small.bf16", ["bench_vit", "--bf16"], ["vit.py", "--bf16"]))
     out.append(Bench("cnn_small", ["bench_cnn"], ["cnn.py"]))
     # char_gpt's model (bench/gpt.cpp): a training step at the example's batch and context, and
     # 500 greedy characters after a 256-character prompt with and without the KV cache (both
