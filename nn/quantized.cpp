@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "nabla/core/allocator.h"
@@ -202,8 +204,16 @@ void quantize_activations(const float* x, int64_t n, const ActivationQuantizatio
 }
 
 bool default_reduce_range() {
-  static const bool reduce =
-      !(__builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni"));
+  // The kernel's flag names in /proc/cpuinfo: clang 14's __builtin_cpu_supports does not know
+  // "avxvnni" (a compile error), and gcc's does not know every VNNI flag on every target.
+  static const bool reduce = [] {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    for (std::string line; std::getline(cpuinfo, line);)
+      if (line.rfind("flags", 0) == 0)
+        return line.find(" avx512_vnni") == std::string::npos &&
+               line.find(" avx_vnni") == std::string::npos;
+    return true;
+  }();
   return reduce;
 }
 
