@@ -20,7 +20,7 @@ import os
 import re
 import sys
 
-UNITY_DIRS = ["core", "ops", "nn", "optim", "data"]  # tests/op_db is built file by file
+UNITY_DIRS = ["core", "ops", "nn", "optim", "data"]  # tests/op_db: unity too, names kept unique by hand
 NOT_IN_SUITE = {"tests/optim/resume_mlp.cpp"}  # a separate program
 
 

@@ -96,6 +96,7 @@ Tensor bool_mask(const Shape& shape) {
   Generator gen(3000 + g_seed++);
   return gt(rand(shape, gen, kFloat64), 0.4);
 }
+Tensor idx(std::vector<int64_t> v, const Shape& shape) { return from_vector(v, shape); }
 
 Sample sample(std::string name, std::vector<Arg> args, OpFn op) {
   Sample s;
@@ -103,6 +104,18 @@ Sample sample(std::string name, std::vector<Arg> args, OpFn op) {
   s.args = std::move(args);
   s.op = std::move(op);
   return s;
+}
+OpFn on_first(std::function<Tensor(const Tensor&)> f) {
+  return [f](const std::vector<Tensor>& v) { return f(v[0]); };
+}
+Sample at(const std::string& what, const std::vector<double>& v, const OpFn& fn) {
+  return sample(what, {values({static_cast<int64_t>(v.size())}, v)}, fn);
+}
+Sample edge(const std::string& what, const std::vector<double>& v, const OpFn& fn) {
+  return forward_only(at("edge: " + what, v, fn));
+}
+void append(std::vector<Sample>& to, std::vector<Sample> more) {
+  for (Sample& s : more) to.push_back(std::move(s));
 }
 Sample forward_only(Sample s) {
   s.gradcheck = false;

@@ -126,6 +126,8 @@ Arg fixed(const Tensor& t);  // an argument the checks do not differentiate (ind
 Arg no_grad(Arg a);          // a floating argument that is not differentiated
 Tensor indices(const Shape& shape, int64_t high);  // int64 in [0, high)
 Tensor bool_mask(const Shape& shape);
+Tensor idx(std::vector<int64_t> v, const Shape& shape);  // int64 indices with these values
+inline const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kInt64, kBool};
 
 // --- standard sample sets -------------------------------------------------------------------
 // 0-d, size-1, size-0, 2-D, transposed, strided, expanded (stride 0), 3-D, 4-D, and a big
@@ -134,6 +136,11 @@ std::vector<Sample> unary_samples(const OpFn& op, Dist d = {}, bool large = true
 // Same shapes, plus broadcast pairs both ways, 0-d with N-D, and a transposed or expanded operand.
 std::vector<Sample> binary_samples(const OpFn& op, Dist a = {}, Dist b = {}, bool large = true);
 Sample sample(std::string name, std::vector<Arg> args, OpFn op);
+OpFn on_first(std::function<Tensor(const Tensor&)> f);  // f applied to the first argument
+// A sample over the exact 1-D values v; `edge`: at the edge of the domain, forward only.
+Sample at(const std::string& what, const std::vector<double>& v, const OpFn& fn);
+Sample edge(const std::string& what, const std::vector<double>& v, const OpFn& fn);
+void append(std::vector<Sample>& to, std::vector<Sample> more);
 // An entry with the default flags and dtypes (float32, float64).
 OpInfo entry(const std::string& name, std::function<std::vector<Sample>()> samples,
              std::function<std::vector<ErrorInput>()> errors);

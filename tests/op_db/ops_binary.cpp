@@ -9,10 +9,6 @@ using BinaryFn = Tensor (*)(const Tensor&, const Tensor&);
 using ScalarFn = Tensor (*)(const Tensor&, double);
 using ScalarFirstFn = Tensor (*)(double, const Tensor&);
 
-void append(std::vector<Sample>& to, std::vector<Sample> more) {
-  for (Sample& s : more) to.push_back(std::move(s));
-}
-
 // The errors every broadcasting binary op shares.
 std::vector<ErrorInput> binary_errors(BinaryFn f) {
   return {

@@ -6,8 +6,6 @@
 namespace nabla::op_db {
 namespace {
 
-Tensor idx(std::vector<int64_t> v, const Shape& shape) { return from_vector(v, shape); }
-
 using EmbFn = Tensor (*)(const Tensor&, const Tensor&, std::optional<int64_t>);
 
 std::vector<Sample> embedding_samples(EmbFn f) {

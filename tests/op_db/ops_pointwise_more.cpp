@@ -6,15 +6,6 @@
 namespace nabla::op_db {
 namespace {
 
-void append(std::vector<Sample>& to, std::vector<Sample> more) {
-  for (Sample& s : more) to.push_back(std::move(s));
-}
-Sample at(const std::string& what, const std::vector<double>& v, const OpFn& fn) {
-  return sample(what, {values({static_cast<int64_t>(v.size())}, v)}, fn);
-}
-Sample edge(const std::string& what, const std::vector<double>& v, const OpFn& fn) {
-  return forward_only(at("edge: " + what, v, fn));
-}
 std::vector<Sample> tagged(std::vector<Sample> s, const std::string& tag) {
   for (Sample& x : s) x.name = tag + x.name;
   return s;

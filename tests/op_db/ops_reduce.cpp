@@ -10,10 +10,6 @@ namespace {
 using DimsFn = std::function<Tensor(const Tensor&, const std::vector<int64_t>&, bool)>;
 using AllFn = std::function<Tensor(const Tensor&)>;
 
-void append(std::vector<Sample>& to, std::vector<Sample> more) {
-  for (Sample& s : more) to.push_back(std::move(s));
-}
-
 OpFn over(const DimsFn& f, std::vector<int64_t> dims, bool keepdim) {
   return [f, dims, keepdim](const std::vector<Tensor>& v) { return f(v[0], dims, keepdim); };
 }

@@ -6,8 +6,6 @@
 namespace nabla::op_db {
 namespace {
 
-const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kInt64, kBool};
-
 Tensor joined(const std::vector<Tensor>& pieces) {
   std::vector<Tensor> flat;
   for (const Tensor& p : pieces) flat.push_back(p.reshape({-1}));

@@ -6,25 +6,18 @@
 namespace nabla::op_db {
 namespace {
 
-const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kInt64, kBool};
 const std::vector<DType> kNumeric = {kFloat32, kFloat64, kInt64};
 
-Tensor idx(std::vector<int64_t> v, const Shape& shape) { return from_vector(v, shape); }
-
-OpFn unary(std::function<Tensor(const Tensor&)> f) {
-  return [f](const std::vector<Tensor>& v) { return f(v[0]); };
-}
-
 // The standard layouts of one argument under f.
-std::vector<Sample> layouts(const std::function<Tensor(const Tensor&)>& f, Shape base) {
+std::vector<Sample> shape_layouts(const std::function<Tensor(const Tensor&)>& f, Shape base) {
   return {
-      sample("(2, 3, 4)", {arg({2, 3, 4})}, unary(f)),
-      sample("transposed (3, 4)", {transposed({3, 4})}, unary(f)),
-      sample("strided (3, 4)", {strided({3, 4})}, unary(f)),
-      sample("expanded (3, 1) -> (3, 4)", {expanded({3, 1}, {3, 4})}, unary(f)),
-      sample("size-1 (1, 1)", {arg({1, 1})}, unary(f)),
-      sample("size-0 (0, 4)", {arg({0, 4})}, unary(f)),
-      big(sample("big", {arg(std::move(base))}, unary(f))),
+      sample("(2, 3, 4)", {arg({2, 3, 4})}, on_first(f)),
+      sample("transposed (3, 4)", {transposed({3, 4})}, on_first(f)),
+      sample("strided (3, 4)", {strided({3, 4})}, on_first(f)),
+      sample("expanded (3, 1) -> (3, 4)", {expanded({3, 1}, {3, 4})}, on_first(f)),
+      sample("size-1 (1, 1)", {arg({1, 1})}, on_first(f)),
+      sample("size-0 (0, 4)", {arg({0, 4})}, on_first(f)),
+      big(sample("big", {arg(std::move(base))}, on_first(f))),
   };
 }
 
@@ -35,7 +28,7 @@ OpInfo with_dtypes(OpInfo op, std::vector<DType> dtypes) {
 
 std::vector<Sample> prod_samples() {
   auto along = [](int64_t d, bool keep) {
-    return unary([d, keep](const Tensor& x) { return prod(x, d, keep); });
+    return on_first([d, keep](const Tensor& x) { return prod(x, d, keep); });
   };
   return {
       sample("(3, 4) dim 1", {arg({3, 4})}, along(1, false)),
@@ -48,16 +41,16 @@ std::vector<Sample> prod_samples() {
       sample("size-0 dim kept", {arg({0, 3})}, along(1, false)),
       sample("one zero in a row", {values({2, 3}, {1.5, 0, -2, 0.5, 1.25, -1})}, along(1, false)),
       sample("two zeros in a row", {values({2, 3}, {0, 1.5, 0, 0.5, 1.25, -1})}, along(1, false)),
-      sample("all elements", {arg({3, 4})}, unary([](const Tensor& x) { return prod(x); })),
+      sample("all elements", {arg({3, 4})}, on_first([](const Tensor& x) { return prod(x); })),
       sample("all elements with a zero", {values({2, 2}, {1.5, -0.5, 0, 2})},
-             unary([](const Tensor& x) { return prod(x); })),
+             on_first([](const Tensor& x) { return prod(x); })),
       big(sample("big dim 0, values near 1", {arg({264, 512}, {0.99, 1.01})}, along(0, false))),
   };
 }
 
 std::vector<Sample> extreme_samples(Tensor (*f)(const Tensor&, const std::vector<int64_t>&, bool)) {
   auto over = [f](std::vector<int64_t> dims, bool keep) {
-    return unary([f, dims, keep](const Tensor& x) { return f(x, dims, keep); });
+    return on_first([f, dims, keep](const Tensor& x) { return f(x, dims, keep); });
   };
   return {
       sample("(3, 4) dim 1", {arg({3, 4})}, over({1}, false)),
@@ -99,15 +92,15 @@ std::vector<OpInfo> shape_more_ops() {
       with_dtypes(entry(
                       "flip",
                       [] {
-                        std::vector<Sample> s = layouts(
+                        std::vector<Sample> s = shape_layouts(
                             [](const Tensor& x) {
                               return flip(x, {0, -1});
                             },
                             {264, 512});
                         s.push_back(sample("0-d, no dims", {arg({})},
-                                           unary([](const Tensor& x) { return flip(x, {}); })));
+                                           on_first([](const Tensor& x) { return flip(x, {}); })));
                         s.push_back(sample("middle dim of 3-D", {arg({2, 3, 4})},
-                                           unary([](const Tensor& x) { return flip(x, {1}); })));
+                                           on_first([](const Tensor& x) { return flip(x, {1}); })));
                         return s;
                       },
                       [] {
@@ -120,55 +113,56 @@ std::vector<OpInfo> shape_more_ops() {
                                            })};
                       }),
                   kAllDTypes));
-  t.push_back(with_dtypes(
-      entry(
-          "roll",
-          [] {
-            std::vector<Sample> s = layouts(
-                [](const Tensor& x) {
-                  return roll(x, {1, -5}, {0, -1});
-                },
-                {264, 512});
-            s.push_back(sample("flattened", {arg({2, 3})},
-                               unary([](const Tensor& x) { return roll(x, {4}); })));
-            s.push_back(sample("shift 0 and a full turn", {arg({2, 3})}, unary([](const Tensor& x) {
-                                 return roll(x, {0, 3}, {0, 1});
-                               })));
-            s.push_back(sample("0-d flattened", {arg({})},
-                               unary([](const Tensor& x) { return roll(x, {2}); })));
-            return s;
-          },
-          [] {
-            return std::vector{expect<ShapeError>("shifts and dims differ",
-                                                  [] {
-                                                    roll(ones({2, 3}), {1, 2}, {0});
-                                                  }),
-                               expect<ShapeError>("two shifts, no dims",
-                                                  [] {
-                                                    roll(ones({2, 3}), {1, 2});
-                                                  }),
-                               expect<ShapeError>("dim 2 of 2-D", [] {
-                                 roll(ones({2, 3}), {1}, {2});
-                               })};
-          }),
-      kAllDTypes));
+  t.push_back(
+      with_dtypes(entry(
+                      "roll",
+                      [] {
+                        std::vector<Sample> s = shape_layouts(
+                            [](const Tensor& x) {
+                              return roll(x, {1, -5}, {0, -1});
+                            },
+                            {264, 512});
+                        s.push_back(sample("flattened", {arg({2, 3})},
+                                           on_first([](const Tensor& x) { return roll(x, {4}); })));
+                        s.push_back(sample("shift 0 and a full turn", {arg({2, 3})},
+                                           on_first([](const Tensor& x) {
+                                             return roll(x, {0, 3}, {0, 1});
+                                           })));
+                        s.push_back(sample("0-d flattened", {arg({})},
+                                           on_first([](const Tensor& x) { return roll(x, {2}); })));
+                        return s;
+                      },
+                      [] {
+                        return std::vector{expect<ShapeError>("shifts and dims differ",
+                                                              [] {
+                                                                roll(ones({2, 3}), {1, 2}, {0});
+                                                              }),
+                                           expect<ShapeError>("two shifts, no dims",
+                                                              [] {
+                                                                roll(ones({2, 3}), {1, 2});
+                                                              }),
+                                           expect<ShapeError>("dim 2 of 2-D", [] {
+                                             roll(ones({2, 3}), {1}, {2});
+                                           })};
+                      }),
+                  kAllDTypes));
   t.push_back(with_dtypes(
       entry(
           "tile",
           [] {
-            std::vector<Sample> s = layouts(
+            std::vector<Sample> s = shape_layouts(
                 [](const Tensor& x) {
                   return tile(x, {2, 1});
                 },
                 {132, 256});
             s.push_back(sample("fewer reps than dims", {arg({2, 3, 2})},
-                               unary([](const Tensor& x) { return tile(x, {3}); })));
-            s.push_back(sample("more reps than dims", {arg({2, 3})}, unary([](const Tensor& x) {
+                               on_first([](const Tensor& x) { return tile(x, {3}); })));
+            s.push_back(sample("more reps than dims", {arg({2, 3})}, on_first([](const Tensor& x) {
                                  return tile(x, {2, 1, 2});
                                })));
             s.push_back(
-                sample("0-d", {arg({})}, unary([](const Tensor& x) { return tile(x, {3}); })));
-            s.push_back(sample("zero reps", {arg({2, 3})}, unary([](const Tensor& x) {
+                sample("0-d", {arg({})}, on_first([](const Tensor& x) { return tile(x, {3}); })));
+            s.push_back(sample("zero reps", {arg({2, 3})}, on_first([](const Tensor& x) {
                                  return tile(x, {0, 2});
                                })));
             return s;
@@ -181,7 +175,7 @@ std::vector<OpInfo> shape_more_ops() {
                               "unbind",
                               [] {
                                 auto joined = [](int64_t d) {
-                                  return unary([d](const Tensor& x) {
+                                  return on_first([d](const Tensor& x) {
                                     std::vector<Tensor> flat;
                                     for (const Tensor& p : unbind(x, d))
                                       flat.push_back(p.reshape({-1}));
@@ -211,11 +205,12 @@ std::vector<OpInfo> shape_more_ops() {
           "movedim",
           [] {
             std::vector<Sample> s =
-                layouts([](const Tensor& x) { return movedim(x, 0, -1); }, {264, 512});
-            s.push_back(sample("two dims of 4-D", {arg({2, 3, 4, 5})}, unary([](const Tensor& x) {
-                                 return movedim(x, {0, 3}, {2, 0});
-                               })));
-            s.push_back(sample("0-d, no dims", {arg({})}, unary([](const Tensor& x) {
+                shape_layouts([](const Tensor& x) { return movedim(x, 0, -1); }, {264, 512});
+            s.push_back(
+                sample("two dims of 4-D", {arg({2, 3, 4, 5})}, on_first([](const Tensor& x) {
+                         return movedim(x, {0, 3}, {2, 0});
+                       })));
+            s.push_back(sample("0-d, no dims", {arg({})}, on_first([](const Tensor& x) {
                                  return movedim(x, std::vector<int64_t>{}, {});
                                })));
             return s;

@@ -12,9 +12,6 @@ std::vector<Sample> prefixed(std::vector<Sample> s, const std::string& prefix) {
   for (Sample& x : s) x.name = prefix + x.name;
   return s;
 }
-void append(std::vector<Sample>& to, std::vector<Sample> more) {
-  for (Sample& s : more) to.push_back(std::move(s));
-}
 
 // A float-only elementwise op: bool and int64 inputs are DTypeErrors naming it.
 OpInfo unary(const std::string& name, UnaryFn f, Dist d, bool large,
@@ -35,14 +32,6 @@ OpInfo unary(const std::string& name, UnaryFn f, Dist d, bool large,
     return e;
   };
   return op;
-}
-
-// Values at the edge of the domain, checked forward only (float32 must agree there too).
-Sample edge(const std::string& what, const std::vector<double>& v, const OpFn& fn) {
-  return forward_only(sample("edge: " + what, {values({static_cast<int64_t>(v.size())}, v)}, fn));
-}
-Sample at(const std::string& what, const std::vector<double>& v, const OpFn& fn) {
-  return sample(what, {values({static_cast<int64_t>(v.size())}, v)}, fn);
 }
 
 OpInfo gelu_entry(const std::string& name, Tensor (*f)(const Tensor&, GeluApproximate)) {
