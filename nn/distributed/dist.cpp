@@ -129,8 +129,9 @@ const char* op_name(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : "mean"; 
 
 // Every rank's (dtype, shape, extra) through one small allgather; a difference throws the same
 // message on every rank, naming each rank's view.
+// `extra` is what else must match (op, root), shown by `show_extra`.
 void check_same_layout(const char* what, const Tensor& t, int64_t extra,
-                       const std::string& extra_name) {
+                       std::string (*show_extra)(int64_t)) {
   if (!ctx.check_metadata || ctx.world == 1) return;
   constexpr int kMaxDims = 8;
   constexpr int kFields = 4 + kMaxDims;
@@ -153,14 +154,15 @@ void check_same_layout(const char* what, const Tensor& t, int64_t extra,
     std::string s =
         fmt::format("rank {} has {} {}", r, dtype_name(static_cast<DType>(f[0])), shape_str(shape));
     if (f[1] > kMaxDims) s += fmt::format(" ({} dims, {} elements)", f[1], f[2]);
-    if (!extra_name.empty()) s += fmt::format(" ({} {})", extra_name, f[3]);
+    if (show_extra) s += fmt::format(" ({})", show_extra(f[3]));
     return s;
   };
   for (int r = 1; r < ctx.world; ++r) {
     if (!std::equal(all.begin(), all.begin() + kFields, all.begin() + r * kFields)) {
-      fail(
-          fmt::format("dist::{}: the ranks disagree: {}, {}; every rank must pass the same "
-                      "dtype and shape",
+      // Every rank saw the same table and throws the same message: the communicator stays usable.
+      throw DistError(
+          fmt::format("dist::{}: the ranks disagree: {}, {}; every rank must pass "
+                      "the same dtype and shape",
                       what, describe(0), describe(r)));
     }
   }
@@ -404,7 +406,10 @@ Work all_reduce_async(Tensor t, ReduceOp op, bool rank_order) {
   require_ready("all_reduce");
   if (op == ReduceOp::Mean) check_mean_dtype("all_reduce", t.dtype());
   check_same_layout("all_reduce", t, static_cast<int64_t>(op) * 2 + (rank_order ? 1 : 0),
-                    "op*2+rank_order");
+                    [](int64_t e) {
+                      return fmt::format("{}{}", op_name(static_cast<ReduceOp>(e / 2)),
+                                         e % 2 ? " in rank order" : "");
+                    });
   NoGradGuard no_grad;
   const DType wire = wire_dtype(t.dtype());
   const bool in_place = wire == t.dtype() && t.is_contiguous();
@@ -433,7 +438,7 @@ void broadcast_(Tensor& t, int root) {
   if (root < 0 || root >= ctx.world)
     throw IndexError(
         fmt::format("dist::broadcast: root {} is not a rank (world size {})", root, ctx.world));
-  check_same_layout("broadcast", t, root, "root");
+  check_same_layout("broadcast", t, root, [](int64_t r) { return fmt::format("root {}", r); });
   NoGradGuard no_grad;
   // 16-bit floats travel as they are here: no arithmetic, so their 2 bytes are sent as int16.
   const bool direct = t.is_contiguous();
@@ -454,7 +459,7 @@ void broadcast_(Tensor& t, int root) {
 
 Tensor all_gather(const Tensor& t) {
   require_ready("all_gather");
-  check_same_layout("all_gather", t, 0, "");
+  check_same_layout("all_gather", t, 0, nullptr);
   NoGradGuard no_grad;
   Tensor buf = t.detach().contiguous();
   Shape shape = t.shape();
