@@ -71,6 +71,15 @@ TEST_CASE("dist: rank and world size come from mpirun", "[collectives]") {
   CHECK(dist::rank() >= 0);
   CHECK(dist::rank() < dist::world_size());
   CHECK(dist::timeout_seconds() > 0);
+  const double before = dist::timeout_seconds();
+  CHECK_THROWS_AS(dist::set_timeout_seconds(0), ValueError);
+  CHECK_THROWS_AS(dist::set_timeout_seconds(-1), ValueError);
+  dist::set_timeout_seconds(42);
+  CHECK(dist::timeout_seconds() == 42);
+  dist::set_timeout_seconds(before);
+  dist::InitGuard* second = nullptr;
+  CHECK_THROWS_WITH(second = new dist::InitGuard(), Catch::Contains("already initialized"));
+  CHECK(second == nullptr);
 }
 
 TEST_CASE("dist: all_reduce sums every dtype, in place and as a copy", "[collectives]") {
