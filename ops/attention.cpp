@@ -368,13 +368,17 @@ kernels::SdpaProblem sdpa_problem(const Tensor& q, const Tensor& k, const Tensor
   return check_problem(q, k, v, options);
 }
 
-SdpaForward sdpa_fused_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                               const SdpaOptions& o, kernels::SdpaProblem& pr) {
+void sdpa_reserve_dropout(const SdpaOptions& o, kernels::SdpaProblem& pr) {
   Generator& gen = o.generator ? *o.generator : default_generator();
   if (pr.p > 0) {
     pr.seed = gen.seed();
     pr.first = gen.advance(static_cast<uint64_t>((pr.N * pr.L * pr.S + 3) / 4));
   }
+}
+
+SdpaForward sdpa_fused_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                               const SdpaOptions& o, kernels::SdpaProblem& pr) {
+  sdpa_reserve_dropout(o, pr);
   // The tuned kernel hands q, k, v to BLAS tile by tile: an operand BLAS cannot read is copied.
   Tensor q = blas::as_readable(q_in, false), k = blas::as_readable(k_in, false);
   Tensor v = blas::as_readable(v_in, false);

@@ -22,6 +22,15 @@ struct SdpaForward {
 SdpaForward sdpa_fused_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const SdpaOptions& options, kernels::SdpaProblem& pr);
 
+// Reserves pr's dropout counters (when pr.p > 0) from options.generator, as the forward does.
+void sdpa_reserve_dropout(const SdpaOptions& options, kernels::SdpaProblem& pr);
+
+// The forward on contiguous bfloat16 q16, k16, v16 with both products on oneDNN's bf16 matmul
+// (ops/attention_bf16.cpp): out (..., L, Ev) contiguous float32, lse (N, L) float32; mask bool
+// or additive (float32 or bfloat16). pr's dropout counters must be reserved. No autograd.
+void sdpa_forward_bf16(const Tensor& q16, const Tensor& k16, const Tensor& v16, const Tensor& mask,
+                       const kernels::SdpaProblem& pr, const Tensor& out, const Tensor& lse);
+
 // dq, dk, dv (laid out like q, k, v) from the forward's out and lse. No autograd.
 std::array<Tensor, 3> sdpa_fused_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Tensor& mask, const kernels::SdpaProblem& pr,

@@ -164,13 +164,15 @@ Tensor activation(const Tensor& z, LinearActivation act) {
   return y;
 }
 
-// scaled_dot_product_attention under autocast: the fused kernel (ops/attention.cpp) on the
-// bf16-rounded q, k, v, widened to float32 (each product of two bf16 values is exact there, sums
-// in float32: the numbers of a bf16 product with float32 accumulation). The node keeps the bf16
-// q, k, v and O, half the bytes of the float32 copies, and widens them for the fused backward
-// (its products, Q K^T again, dO V^T, W^T dO, dS K, dS^T Q, then run in float32 on the widened
-// values, dO and the weights unrounded). D = rowsum(dO * O) reads O rounded to bf16, as
-// FlashAttention's bf16 kernels do (Dao, 2023): relative error 2^-8 in D, within the tolerance.
+// scaled_dot_product_attention under autocast, on q, k, v rounded to bf16. Forward: on the oneDNN
+// path both products run as bf16 products with float32 accumulation and the softmax in float32
+// (ops/attention_bf16.cpp: the weights rounded to bf16 for P V, as PyTorch's CPU kernel does);
+// on the widening path the fused float32 kernel runs on the widened values (each product of two
+// bf16 values is exact in float32, the weights stay float32). The node keeps the bf16 q, k, v and
+// O, half the bytes of float32 copies. Backward: the fused float32 kernel on the widened values
+// (its products, Q K^T again, dO V^T, W^T dO, dS K, dS^T Q, run in float32; dO and the
+// recomputed weights unrounded); D = rowsum(dO * O) reads O rounded to bf16, as FlashAttention's
+// bf16 kernels do (Dao, 2023): u = 2^-8 of D's scale, within the tolerance.
 struct AutocastSdpaBackward final : Node {
   SavedTensor q16{this, "q"}, k16{this, "k"}, v16{this, "v"}, out16{this, "out"}, lse{this, "lse"},
       mask{this, "mask"};
@@ -302,6 +304,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return nabla::scaled_dot_product_attention(rounded(q), rounded(k), rounded(v), options);
   }
   inspect::OpScope op_scope("scaled_dot_product_attention", {&q, &k, &v});
+  if (mask.defined() && mask.dtype() != kBool && mask.dtype() != kFloat32 &&
+      mask.dtype() != kBFloat16)
+    throw DTypeError(fmt::format(
+        "scaled_dot_product_attention: under autocast attn_mask must be bool, float32 or "
+        "bfloat16, got {} {}",
+        dtype_name(mask.dtype()), shape_str(mask.shape())));
   const Tensor q16 = to_bf16(q), k16 = to_bf16(k), v16 = to_bf16(v);
   SdpaOptions o = options;
   if (mask.defined() && mask.dtype() == kBFloat16) o.attn_mask = mask.detach().to(kFloat32);
@@ -309,12 +317,25 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   kernels::SdpaProblem pr;
   {
     NoGradGuard no_grad;
-    const Tensor qw = q16.to(kFloat32), kw = k16.to(kFloat32), vw = v16.to(kFloat32);
-    pr = detail::sdpa_problem(qw, kw, vw, o);
+    // The checks of the float32 op (shapes; the mask's own dtype was checked above): a bool
+    // stand-in of the mask's shape, since the operands here are bfloat16.
+    SdpaOptions shapes = o;
+    if (o.attn_mask.defined()) shapes.attn_mask = zeros({}, kBool).expand(o.attn_mask.shape());
+    pr = detail::sdpa_problem(q16, k16, v16, shapes);
     op_scope.count_flops([&] { return 2 * pr.N * pr.L * pr.S * (pr.E + pr.Ev); });
-    detail::SdpaForward r = detail::sdpa_fused_forward(qw, kw, vw, o, pr);
-    out = r.out;
-    lse = r.lse;
+    if (path() == Path::OneDnn) {
+      detail::sdpa_reserve_dropout(o, pr);
+      Shape out_shape(q16.shape().begin(), q16.shape().end() - 1);
+      out_shape.push_back(pr.Ev);
+      out = empty(out_shape, kFloat32);
+      lse = empty({pr.N, pr.L}, kFloat32);
+      detail::sdpa_forward_bf16(q16, k16, v16, o.attn_mask, pr, out, lse);
+    } else {  // the fused float32 kernel on the widened values: the same products, P unrounded
+      detail::SdpaForward r =
+          detail::sdpa_fused_forward(q16.to(kFloat32), k16.to(kFloat32), v16.to(kFloat32), o, pr);
+      out = r.out;
+      lse = r.lse;
+    }
   }
   if (auto node = make_node<AutocastSdpaBackward>({&q, &k, &v}, pr)) {
     node->q16.save(q16);

@@ -7,15 +7,18 @@
 //   |y - y_exact| <= (2u + u^2 + 2k 2^-24) (|W| * |X|) with k terms (Higham, "Accuracy and
 //   Stability of Numerical Algorithms", 2nd ed., eq. 3.5), the same bound test_autocast.cpp
 //   asserts for matmul; the gradients likewise with grad rounded too.
-// - attention against float64 on the bf16-rounded q, k, v: the forward computes on exactly those
-//   values in float32, so 1e-5 relative (norm-wise; measured <= 1.5e-7). The backward reads O
-//   rounded to bf16 in D = rowsum(dO * O): D is off by u of its scale, and dS = P (dP - D) keeps
-//   that where dP - D cancels; 4u norm-wise (measured worst 1.2u, with dropout's 1 / (1 - p)).
+// - attention against float64 on the bf16-rounded q, k, v, element by element: on the oneDNN path
+//   the weights P are rounded to bf16 for P V (u each), so |O - O_exact| <= (u + 2^-16 +
+//   S 2^-24) (P |V|), 2^-16 covering the float32 scores and softmax; on the widening path the
+//   same without u, and 1e-5 norm-wise (measured <= 1.5e-7). The backward reads O rounded to
+//   bf16 in D = rowsum(dO * O): D is off by u of its scale, and dS = P (dP - D) keeps that where
+//   dP - D cancels; 4u norm-wise (measured worst 1.2u, with dropout's 1 / (1 - p)).
 // - attention against float32 on the unrounded inputs: q, k and v each rounded (u), the scores
 //   then off by up to 2u scale sum |q||k| and the softmax with them; 8u = 2^-5 norm-wise for
 //   unit-variance inputs (measured worst 1.3u).
 #include "nabla/core/saved_tensor_hooks.h"
 #include "nabla/ops/autocast.h"
+#include "nabla/ops/kernels/onednn.h"
 #include "tests/helpers.h"
 
 namespace {
@@ -167,30 +170,44 @@ TEST_CASE("autocast: the policy covers attention and the convolutions", "[autoca
 }
 
 TEST_CASE("autocast: attention forward and backward within the bf16 tolerance", "[autocast]") {
-  uint64_t seed = 200;
-  for (const AttentionCase& c : attention_cases()) {
-    INFO(c.name);
-    const std::vector<Tensor> in = {randn_f32(c.q, seed), randn_f32(c.k, seed + 1),
-                                    randn_f32(c.v, seed + 2)};
-    seed += 3;
-    auto f32 = [&](const std::vector<Tensor>& t) { return attention(t, c, kFloat32); };
-    auto f64 = [&](const std::vector<Tensor>& t) { return attention(t, c, kFloat64); };
-    const Run bf = run_with_grads(f32, in, true, seed);
-    const Run fp = run_with_grads(f32, in, false, seed);
-    std::vector<Tensor> in_rounded64;
-    for (const Tensor& t : in) in_rounded64.push_back(rounded(t).to(kFloat64));
-    const Run exact = run_with_grads(f64, in_rounded64, false, seed);
-    REQUIRE(bf.out.dtype() == kFloat32);
-    CHECK(norm_ratio(bf.out, exact.out) <= 1e-5);
-    CHECK(norm_ratio(bf.out, fp.out) <= 8 * kU);
-    CHECK(norm_ratio(bf.out, fp.out) > 0);  // it did take rounded values
-    for (size_t i = 0; i < 3; ++i) {
-      INFO("gradient " << i);
-      REQUIRE(bf.grads[i].dtype() == kFloat32);
-      CHECK(norm_ratio(bf.grads[i], exact.grads[i]) <= 4 * kU);
-      CHECK(norm_ratio(bf.grads[i], fp.grads[i]) <= 8 * kU);
+  std::vector<autocast::Path> paths = {autocast::Path::Widening};
+  if (autocast::path() == autocast::Path::OneDnn) paths.push_back(autocast::Path::OneDnn);
+  for (const autocast::Path path : paths) {
+    const bool native = path == autocast::Path::OneDnn;
+    INFO((native ? "oneDNN path" : "widening path"));
+    autocast::set_path_for_testing(path);
+    uint64_t seed = 200;
+    for (const AttentionCase& c : attention_cases()) {
+      INFO(c.name);
+      const std::vector<Tensor> in = {randn_f32(c.q, seed), randn_f32(c.k, seed + 1),
+                                      randn_f32(c.v, seed + 2)};
+      seed += 3;
+      auto f32 = [&](const std::vector<Tensor>& t) { return attention(t, c, kFloat32); };
+      auto f64 = [&](const std::vector<Tensor>& t) { return attention(t, c, kFloat64); };
+      const Run bf = run_with_grads(f32, in, true, seed);
+      if (native) CHECK(onednn::last_bf16_implementation() != "ref:any");
+      const Run fp = run_with_grads(f32, in, false, seed);
+      std::vector<Tensor> in_rounded64;
+      for (const Tensor& t : in) in_rounded64.push_back(rounded(t).to(kFloat64));
+      const Run exact = run_with_grads(f64, in_rounded64, false, seed);
+      // The weights' magnitudes times |V|: P |V| (with the same mask and dropout).
+      const Tensor mag = f64({in_rounded64[0], in_rounded64[1], abs(in_rounded64[2])});
+      REQUIRE(bf.out.dtype() == kFloat32);
+      const double keys = static_cast<double>(c.k[c.k.size() - 2]);
+      const double bound = (native ? kU : 0) + 0x1p-16 + keys * 0x1p-24;
+      CHECK(max(sub(abs(sub(bf.out.to(kFloat64), exact.out)), mul(mag, bound))).item() <= 0);
+      if (!native) CHECK(norm_ratio(bf.out, exact.out) <= 1e-5);
+      CHECK(norm_ratio(bf.out, fp.out) <= 8 * kU);
+      CHECK(norm_ratio(bf.out, fp.out) > 0);  // it did take rounded values
+      for (size_t i = 0; i < 3; ++i) {
+        INFO("gradient " << i);
+        REQUIRE(bf.grads[i].dtype() == kFloat32);
+        CHECK(norm_ratio(bf.grads[i], exact.grads[i]) <= 4 * kU);
+        CHECK(norm_ratio(bf.grads[i], fp.grads[i]) <= 8 * kU);
+      }
     }
   }
+  autocast::set_path_for_testing(std::nullopt);
 }
 
 TEST_CASE("autocast: attention with bfloat16 inputs returns bfloat16 gradients", "[autocast]") {
