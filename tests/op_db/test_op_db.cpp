@@ -4,7 +4,8 @@
 //   gaps, and dims stored in reverse order) give bitwise the same output and gradients;
 //   1 and 2 threads agree within the entry's tolerance; create_graph works (and matches the
 //   plain gradient) or refuses with an AutogradError naming the op; each error input throws
-//   its nabla::Error naming the op; each dtype outside the entry's list throws a DTypeError.
+//   its nabla::Error naming the op; each dtype outside the entry's list throws a DTypeError;
+//   bfloat16 and float16 inputs give the float32 result within their rounding, or a DTypeError.
 // Prints "op_db: N ops, M samples, K failures". NABLA_OP_DB=name,name runs only those entries;
 // NABLA_OP_DB_TIMES=1 prints each entry's time.
 #include <fmt/format.h>
@@ -381,6 +382,47 @@ void check_sample(const Context& c, const Sample& s) {
           if (!names_op(e.what(), op.name))
             c.fail(check, std::string("message does not name the op: ") + e.what());
         }
+      });
+
+  // bfloat16 and float16: an op that takes them (ops/reduced_float.h: float32 compute, one
+  // rounding) gives its float32 result on the same rounded inputs within 2u relative, plus 4u of
+  // the output's largest magnitude (an op built from other ops rounds each intermediate, and an
+  // element that cancels keeps its larger terms' rounding); u = 2^-8 (bfloat16), 2^-11
+  // (float16). Elements past the dtype's range in float32 are skipped (they overflow, as they
+  // must). An op that refuses them must throw a DTypeError naming the op.
+  if (!s.big && s.float32 && s.other_dtypes)
+    for (DType dt : {kBFloat16, kFloat16})
+      c.run(std::string("reduced ") + dtype_name(dt), [&] {
+        NoGradGuard no_grad;
+        const std::string check = std::string("reduced ") + dtype_name(dt);
+        const std::vector<Tensor> low = converted(s, dt);
+        std::vector<Tensor> wide;
+        for (size_t i = 0; i < low.size(); ++i)
+          wide.push_back(s.args[i].is_data() ? low[i].to(kFloat32) : low[i]);
+        Tensor out;
+        try {
+          out = s.call(low);
+        } catch (const DTypeError& e) {
+          if (supports(op, dt)) return c.fail(check, std::string("refused: ") + e.what());
+          if (!names_op(e.what(), op.name))
+            c.fail(check, std::string("message does not name the op: ") + e.what());
+          return;
+        }
+        const Tensor ref = s.call(wide);
+        if (!is_floating(ref.dtype())) {
+          if (std::string d = bitwise_diff(out, ref); !d.empty()) c.fail(check, d);
+          return;
+        }
+        const double u = dt == kBFloat16 ? 0x1p-8 : 0x1p-11;
+        const double range = dt == kBFloat16 ? 3.38e38 : 65504.0;
+        Tensor r64 = ref.to(kFloat64);
+        r64 = masked_fill(r64, gt(abs(r64), range), std::nan(""));  // past the range: skipped
+        Tensor o64 = masked_fill(out.to(kFloat64), isnan(r64), std::nan(""));
+        double largest = 0;
+        for (double v : r64.contiguous().to_vector<double>())
+          if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
+        if (std::string d = close_diff(o64, r64, {4 * u * largest, 2 * u}); !d.empty())
+          c.fail(check, d);
       });
 }
 
