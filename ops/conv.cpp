@@ -41,11 +41,12 @@ std::string bias_str(const Tensor& bias) {
 ConvCall prepare(const char* op, int spatial, const Tensor& x, const Tensor& weight,
                  const Tensor& bias, Int2 stride, const std::string& mode, Int2 padding,
                  Int2 dilation, int64_t groups, bool autocast_call = false) {
-  if (!autocast_call && (!is_floating(x.dtype()) || weight.dtype() != x.dtype() ||
+  const bool kernel_dtype = x.dtype() == kFloat32 || x.dtype() == kFloat64;
+  if (!autocast_call && (!kernel_dtype || weight.dtype() != x.dtype() ||
                          (bias.defined() && bias.dtype() != x.dtype())))
     throw DTypeError(fmt::format(
-        "{}: expects float32 or float64 input, weight and bias of one dtype, got x {}, weight "
-        "{}, bias {}",
+        "{}: expects float32 or float64 input, weight and bias of one dtype (bfloat16 under "
+        "autocast::Scope), got x {}, weight {}, bias {}",
         op, dtype_name(x.dtype()), dtype_name(weight.dtype()),
         bias.defined() ? dtype_name(bias.dtype()) : "none"));
   const int64_t rank = spatial + 2;
