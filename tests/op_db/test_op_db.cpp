@@ -384,67 +384,15 @@ void check_sample(const Context& c, const Sample& s) {
         }
       });
 
-  // bfloat16 and float16: an op that takes them (ops/reduced_float.h: float32 compute, one
-  // rounding) gives its float32 result on the same rounded inputs within 2u relative, plus 4u of
-  // the output's largest magnitude (an op built from other ops rounds each intermediate, and an
-  // element that cancels keeps its larger terms' rounding); u = 2^-8 (bfloat16), 2^-11
-  // (float16). Elements past the dtype's range in float32 are skipped (they overflow, as they
-  // must). An op that refuses them must throw a DTypeError naming the op.
-  // Known exceptions, each with its reason (fixing them belongs to the ops' own files):
-  // refusals that come from the op the entry is built on, naming that op (still a DTypeError);
-  static const std::set<std::string> refusal_names_inner_op = {
-      "linear_activation",
-      "cross_entropy_composite",
-      "avg_pool1d",
-      "avg_pool2d",
-      "adaptive_avg_pool1d",
-      "adaptive_avg_pool2d",
-      "top_k_filter",
-      "top_p_filter",
-      "scaled_dot_product_attention_composite",
-      "normalize"};
-  // values not compared: composite twins round every intermediate to the storage dtype, so a
-  // normalisation's x - mean or a log ratio cancels to a few percent; cosine_similarity's
-  // clamped norm of tiny vectors leaves float16's range, and normalize's eps (1e-12, below
-  // float16's smallest subnormal) gives NaN for a zero row in float16.
-  static const std::set<std::string> rounds_intermediates = {
-      "layer_norm_composite", "group_norm_composite", "kl_div_composite", "cosine_similarity",
-      "normalize"};
+  // bfloat16 and float16 (reduced_dtypes.cpp): the float32 result within their rounding, or a
+  // DTypeError naming the op.
   if (!s.big && s.float32 && s.other_dtypes)
-    for (DType dt : {kBFloat16, kFloat16})
-      c.run(std::string("reduced ") + dtype_name(dt), [&] {
-        NoGradGuard no_grad;
-        const std::string check = std::string("reduced ") + dtype_name(dt);
-        const std::vector<Tensor> low = converted(s, dt);
-        std::vector<Tensor> wide;
-        for (size_t i = 0; i < low.size(); ++i)
-          wide.push_back(s.args[i].is_data() ? low[i].to(kFloat32) : low[i]);
-        Tensor out;
-        try {
-          out = s.call(low);
-        } catch (const DTypeError& e) {
-          if (supports(op, dt)) return c.fail(check, std::string("refused: ") + e.what());
-          if (!names_op(e.what(), op.name) && !refusal_names_inner_op.count(op.name))
-            c.fail(check, std::string("message does not name the op: ") + e.what());
-          return;
-        }
-        if (rounds_intermediates.count(op.name)) return;
-        const Tensor ref = s.call(wide);
-        if (!is_floating(ref.dtype())) {
-          if (std::string d = bitwise_diff(out, ref); !d.empty()) c.fail(check, d);
-          return;
-        }
-        const double u = dt == kBFloat16 ? 0x1p-8 : 0x1p-11;
-        const double range = dt == kBFloat16 ? 3.38e38 : 65504.0;
-        Tensor r64 = ref.to(kFloat64);
-        r64 = masked_fill(r64, gt(abs(r64), range), std::nan(""));  // past the range: skipped
-        Tensor o64 = masked_fill(out.to(kFloat64), isnan(r64), std::nan(""));
-        double largest = 0;
-        for (double v : r64.contiguous().to_vector<double>())
-          if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
-        if (std::string d = close_diff(o64, r64, {4 * u * largest, 2 * u}); !d.empty())
-          c.fail(check, d);
+    for (DType dt : {kBFloat16, kFloat16}) {
+      const std::string check = std::string("reduced ") + dtype_name(dt);
+      c.run(check, [&] {
+        if (std::string d = reduced_dtype_failure(op, s, dt); !d.empty()) c.fail(check, d);
       });
+    }
 }
 
 void check_errors(const Context& c) {
