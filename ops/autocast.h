@@ -1,5 +1,6 @@
 // The ops of the autocast policy (core/autocast.h): inside an autocast::Scope, matmul, linear,
-// linear_activation and scaled_dot_product_attention hand float32 (or bfloat16) operands here.
+// linear_activation and scaled_dot_product_attention hand float32 (or bfloat16) operands here;
+// conv1d/conv2d record their own node around bf16_product_kernel (ops/conv.cpp).
 // The products take bfloat16 operands, accumulate in float32 and return float32; their backward
 // runs both gradient products the same way and returns each input's gradient in its dtype, so a
 // float32 master weight gets a float32 gradient. What they save for backward is the bfloat16
