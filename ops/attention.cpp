@@ -27,6 +27,7 @@
 #include "nabla/core/error.h"
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/ops/arithmetic.h"
+#include "nabla/ops/attention_fused.h"
 #include "nabla/ops/autocast.h"
 #include "nabla/ops/compare.h"
 #include "nabla/ops/dropout.h"
@@ -264,17 +265,8 @@ struct SdpaBackward final : Node {
   std::vector<Tensor> backward(const Tensor& grad) override {
     Tensor qt = q.get(), kt = k.get(), vt = v.get(), m = mask.defined() ? mask.get() : Tensor();
     if (GradMode::enabled()) return composite_backward(qt, kt, vt, m, grad);
-    // The tuned kernel hands every operand to BLAS tile by tile: one BLAS cannot read is copied.
-    Tensor g = blas::as_readable(grad, false), l = lse.get();
-    Tensor qr = blas::as_readable(qt, false), kr = blas::as_readable(kt, false);
-    Tensor vr = blas::as_readable(vt, false);
-    Tensor dq = empty_in_layout_of(qr, qr.shape()), dk = empty_in_layout_of(kr, kr.shape());
-    Tensor dv = empty_in_layout_of(vr, vr.shape());
-    if (kernels::tuned_enabled()) {
-      kernels::sdpa_backward(qr, kr, vr, m, pr, out.get(), l, g, dq, dk, dv);
-    } else {
-      backward_reference(qr, kr, vr, m, pr, l, g, dq, dk, dv);
-    }
+    const auto [dq, dk, dv] =
+        detail::sdpa_fused_backward(qt, kt, vt, m, pr, out.get(), lse.get(), grad);
     return {dq, dk, dv};
   }
 
@@ -355,22 +347,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const Tensor& mask = o.attn_mask;
   if (mask.defined() && mask.requires_grad() && GradMode::enabled())
     return scaled_dot_product_attention_composite(q_in, k_in, v_in, o);
-  Generator& gen = o.generator ? *o.generator : default_generator();
-  if (pr.p > 0) {
-    pr.seed = gen.seed();
-    pr.first = gen.advance(static_cast<uint64_t>((pr.N * pr.L * pr.S + 3) / 4));
-  }
-  // The tuned kernel hands q, k, v to BLAS tile by tile: an operand BLAS cannot read is copied.
-  Tensor q = blas::as_readable(q_in, false), k = blas::as_readable(k_in, false);
-  Tensor v = blas::as_readable(v_in, false);
-  Shape out_shape(q.shape().begin(), q.shape().end() - 1);
-  out_shape.push_back(pr.Ev);
-  Tensor out = empty_in_layout_of(q, out_shape), lse = empty({pr.N, pr.L}, q.dtype());
-  if (kernels::tuned_enabled()) {
-    kernels::sdpa_forward(q, k, v, mask, pr, out, lse);
-  } else {
-    forward_reference(q, k, v, mask, pr, out, lse);
-  }
+  auto [out, lse] = detail::sdpa_fused_forward(q_in, k_in, v_in, o, pr);
   if (auto node = make_node<SdpaBackward>({&q_in, &k_in, &v_in}, pr)) {
     // The inputs are saved as given (not the detached copies) so that create_graph reaches them.
     node->q.save(q_in);
@@ -383,6 +360,58 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   }
   return out;
 }
+
+namespace detail {
+
+kernels::SdpaProblem sdpa_problem(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const SdpaOptions& options) {
+  return check_problem(q, k, v, options);
+}
+
+void sdpa_reserve_dropout(const SdpaOptions& o, kernels::SdpaProblem& pr) {
+  Generator& gen = o.generator ? *o.generator : default_generator();
+  if (pr.p > 0) {
+    pr.seed = gen.seed();
+    pr.first = gen.advance(static_cast<uint64_t>((pr.N * pr.L * pr.S + 3) / 4));
+  }
+}
+
+SdpaForward sdpa_fused_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                               const SdpaOptions& o, kernels::SdpaProblem& pr) {
+  sdpa_reserve_dropout(o, pr);
+  // The tuned kernel hands q, k, v to BLAS tile by tile: an operand BLAS cannot read is copied.
+  Tensor q = blas::as_readable(q_in, false), k = blas::as_readable(k_in, false);
+  Tensor v = blas::as_readable(v_in, false);
+  Shape out_shape(q.shape().begin(), q.shape().end() - 1);
+  out_shape.push_back(pr.Ev);
+  Tensor out = empty_in_layout_of(q, out_shape), lse = empty({pr.N, pr.L}, q.dtype());
+  if (kernels::tuned_enabled()) {
+    kernels::sdpa_forward(q, k, v, o.attn_mask, pr, out, lse);
+  } else {
+    forward_reference(q, k, v, o.attn_mask, pr, out, lse);
+  }
+  return {out, lse};
+}
+
+std::array<Tensor, 3> sdpa_fused_backward(const Tensor& qt, const Tensor& kt, const Tensor& vt,
+                                          const Tensor& m, const kernels::SdpaProblem& pr,
+                                          const Tensor& out, const Tensor& lse,
+                                          const Tensor& grad) {
+  // The tuned kernel hands every operand to BLAS tile by tile: one BLAS cannot read is copied.
+  Tensor g = blas::as_readable(grad, false);
+  Tensor qr = blas::as_readable(qt, false), kr = blas::as_readable(kt, false);
+  Tensor vr = blas::as_readable(vt, false);
+  Tensor dq = empty_in_layout_of(qr, qr.shape()), dk = empty_in_layout_of(kr, kr.shape());
+  Tensor dv = empty_in_layout_of(vr, vr.shape());
+  if (kernels::tuned_enabled()) {
+    kernels::sdpa_backward(qr, kr, vr, m, pr, out, lse, g, dq, dk, dv);
+  } else {
+    backward_reference(qr, kr, vr, m, pr, lse, g, dq, dk, dv);
+  }
+  return {dq, dk, dv};
+}
+
+}  // namespace detail
 
 Tensor scaled_dot_product_attention_composite(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const SdpaOptions& o) {

@@ -17,6 +17,7 @@
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/ops/activation.h"
 #include "nabla/ops/arithmetic.h"
+#include "nabla/ops/attention_fused.h"
 #include "nabla/ops/compare.h"
 #include "nabla/ops/kernels/onednn.h"
 #include "nabla/ops/linalg.h"
@@ -163,6 +164,40 @@ Tensor activation(const Tensor& z, LinearActivation act) {
   return y;
 }
 
+// scaled_dot_product_attention under autocast, on q, k, v rounded to bf16. Forward: on the oneDNN
+// path both products run as bf16 products with float32 accumulation and the softmax in float32
+// (ops/attention_bf16.cpp: the weights rounded to bf16 for P V, as PyTorch's CPU kernel does);
+// on the widening path the fused float32 kernel runs on the widened values (each product of two
+// bf16 values is exact in float32, the weights stay float32). The node keeps the bf16 q, k, v and
+// O, half the bytes of float32 copies. Backward: the fused float32 kernel on the widened values
+// (its products, Q K^T again, dO V^T, W^T dO, dS K, dS^T Q, run in float32; dO and the
+// recomputed weights unrounded); D = rowsum(dO * O) reads O rounded to bf16, as FlashAttention's
+// bf16 kernels do (Dao, 2023): u = 2^-8 of D's scale, within the tolerance.
+struct AutocastSdpaBackward final : Node {
+  SavedTensor q16{this, "q"}, k16{this, "k"}, v16{this, "v"}, out16{this, "out"}, lse{this, "lse"},
+      mask{this, "mask"};
+  kernels::SdpaProblem pr;
+  explicit AutocastSdpaBackward(const kernels::SdpaProblem& p) : pr(p) {}
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    if (GradMode::enabled())
+      throw AutogradError(
+          "autocast scaled_dot_product_attention: create_graph (a gradient of a gradient) is not "
+          "supported through autocast attention; run that part outside autocast::Scope");
+    auto wide = [](const SavedTensor& t) { return t.get().to(kFloat32); };
+    const Tensor m = mask.defined() ? mask.get() : Tensor();
+    auto [dq, dk, dv] = detail::sdpa_fused_backward(wide(q16), wide(k16), wide(v16), m, pr,
+                                                    wide(out16), lse.get(), grad.to(kFloat32));
+    std::vector<Tensor> grads{dq, dk, dv};
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (input_dtypes[i] != kFloat32) grads[i] = grads[i].to(input_dtypes[i]);
+    return grads;
+  }
+  const char* name() const override { return "AutocastAttentionBackward"; }
+  int64_t backward_flops() const override {
+    return 2 * pr.N * pr.L * pr.S * (3 * pr.E + 2 * pr.Ev);
+  }
+};
+
 void check_linear(const char* who, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const bool bad_bias = bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0));
   if (x.dim() == 0 || weight.dim() != 2 || x.size(-1) != weight.size(1) || bad_bias)
@@ -201,6 +236,10 @@ bool applies(std::initializer_list<const Tensor*> operands) {
   for (const Tensor* t : operands)
     if (t->defined() && t->dtype() != kFloat32 && t->dtype() != kBFloat16) return false;
   return true;
+}
+
+Tensor bf16_product_kernel(const Tensor& a16, bool ta, const Tensor& b16, bool tb) {
+  return product_kernel(a16, ta, b16, tb);
 }
 
 Tensor bf16_product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
@@ -256,11 +295,58 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const SdpaOptions& options) {
-  // Q K^T and P V on bfloat16 operands: the fused kernel computes on the rounded values in
-  // float32 (each product of two bfloat16 values is exact there) and accumulates in float32.
-  auto rounded = [](const Tensor& t) { return t.to(kBFloat16).to(kFloat32); };
-  Scope off(false);
-  return nabla::scaled_dot_product_attention(rounded(q), rounded(k), rounded(v), options);
+  const Tensor& mask = options.attn_mask;
+  if (mask.defined() && mask.requires_grad() && GradMode::enabled()) {
+    // A learned additive mask takes the composite (differentiable in the mask) on the rounded
+    // values, saving what its ops save.
+    auto rounded = [](const Tensor& t) { return t.to(kBFloat16).to(kFloat32); };
+    Scope off(false);
+    return nabla::scaled_dot_product_attention(rounded(q), rounded(k), rounded(v), options);
+  }
+  inspect::OpScope op_scope("scaled_dot_product_attention", {&q, &k, &v});
+  if (mask.defined() && mask.dtype() != kBool && mask.dtype() != kFloat32 &&
+      mask.dtype() != kBFloat16)
+    throw DTypeError(fmt::format(
+        "scaled_dot_product_attention: under autocast attn_mask must be bool, float32 or "
+        "bfloat16, got {} {}",
+        dtype_name(mask.dtype()), shape_str(mask.shape())));
+  const Tensor q16 = to_bf16(q), k16 = to_bf16(k), v16 = to_bf16(v);
+  SdpaOptions o = options;
+  if (mask.defined() && mask.dtype() == kBFloat16) o.attn_mask = mask.detach().to(kFloat32);
+  Tensor out, lse;
+  kernels::SdpaProblem pr;
+  {
+    NoGradGuard no_grad;
+    // The checks of the float32 op (shapes; the mask's own dtype was checked above): a bool
+    // stand-in of the mask's shape, since the operands here are bfloat16.
+    SdpaOptions shapes = o;
+    if (o.attn_mask.defined()) shapes.attn_mask = zeros({}, kBool).expand(o.attn_mask.shape());
+    pr = detail::sdpa_problem(q16, k16, v16, shapes);
+    op_scope.count_flops([&] { return 2 * pr.N * pr.L * pr.S * (pr.E + pr.Ev); });
+    if (path() == Path::OneDnn) {
+      detail::sdpa_reserve_dropout(o, pr);
+      Shape out_shape(q16.shape().begin(), q16.shape().end() - 1);
+      out_shape.push_back(pr.Ev);
+      out = empty(out_shape, kFloat32);
+      lse = empty({pr.N, pr.L}, kFloat32);
+      detail::sdpa_forward_bf16(q16, k16, v16, o.attn_mask, pr, out, lse);
+    } else {  // the fused float32 kernel on the widened values: the same products, P unrounded
+      detail::SdpaForward r =
+          detail::sdpa_fused_forward(q16.to(kFloat32), k16.to(kFloat32), v16.to(kFloat32), o, pr);
+      out = r.out;
+      lse = r.lse;
+    }
+  }
+  if (auto node = make_node<AutocastSdpaBackward>({&q, &k, &v}, pr)) {
+    node->q16.save(q16);
+    node->k16.save(k16);
+    node->v16.save(v16);
+    node->out16.save(to_bf16(out));
+    node->lse.save(lse);
+    if (o.attn_mask.defined()) node->mask.save(o.attn_mask.detach());
+    set_history(out, node);
+  }
+  return out;
 }
 
 }  // namespace nabla::autocast

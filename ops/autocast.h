@@ -1,5 +1,6 @@
 // The ops of the autocast policy (core/autocast.h): inside an autocast::Scope, matmul, linear,
-// linear_activation and scaled_dot_product_attention hand float32 (or bfloat16) operands here.
+// linear_activation and scaled_dot_product_attention hand float32 (or bfloat16) operands here;
+// conv1d/conv2d record their own node around bf16_product_kernel (ops/conv.cpp).
 // The products take bfloat16 operands, accumulate in float32 and return float32; their backward
 // runs both gradient products the same way and returns each input's gradient in its dtype, so a
 // float32 master weight gets a float32 gradient. What they save for backward is the bfloat16
@@ -43,9 +44,14 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          LinearActivation act);
-// q, k and v rounded to bfloat16 (recorded casts), then the fused float32 kernel on them.
+// The fused kernel on q, k and v rounded to bfloat16 (widened: float32 compute, float32
+// output); the node saves the bf16 q, k, v and O, not float32 copies.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const SdpaOptions& options);
+
+// The product without autograd, for ops that record their own node (autocast conv): a16 and b16
+// bfloat16 and contiguous, op(a16) op(b16) as bf16_product computes it -> float32 (batch..., M, N).
+Tensor bf16_product_kernel(const Tensor& a16, bool ta, const Tensor& b16, bool tb);
 
 // The bf16 product itself: op(a) op(b) with op = transpose when ta / tb, batch dims broadcast
 // (a (..., r, c) or its transpose). Differentiable; float32 result.

@@ -9,10 +9,13 @@
 #include <climits>
 #include <vector>
 
+#include "nabla/core/autocast.h"
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
 #include "nabla/core/inspect/instrument.h"
+#include "nabla/core/parallel.h"
 #include "nabla/ops/arithmetic.h"
+#include "nabla/ops/autocast.h"
 #include "nabla/ops/kernels/conv.h"
 #include "nabla/ops/kernels/kernels.h"
 #include "nabla/ops/linalg.h"
@@ -34,14 +37,16 @@ std::string bias_str(const Tensor& bias) {
   return bias.defined() ? shape_str(bias.shape()) : std::string("none");
 }
 
+// Under autocast (autocast_call) the operands may mix float32 and bfloat16 (autocast::applies).
 ConvCall prepare(const char* op, int spatial, const Tensor& x, const Tensor& weight,
                  const Tensor& bias, Int2 stride, const std::string& mode, Int2 padding,
-                 Int2 dilation, int64_t groups) {
-  if (!is_floating(x.dtype()) || weight.dtype() != x.dtype() ||
-      (bias.defined() && bias.dtype() != x.dtype()))
+                 Int2 dilation, int64_t groups, bool autocast_call = false) {
+  const bool kernel_dtype = x.dtype() == kFloat32 || x.dtype() == kFloat64;
+  if (!autocast_call && (!kernel_dtype || weight.dtype() != x.dtype() ||
+                         (bias.defined() && bias.dtype() != x.dtype())))
     throw DTypeError(fmt::format(
-        "{}: expects float32 or float64 input, weight and bias of one dtype, got x {}, weight "
-        "{}, bias {}",
+        "{}: expects float32 or float64 input, weight and bias of one dtype (bfloat16 under "
+        "autocast::Scope), got x {}, weight {}, bias {}",
         op, dtype_name(x.dtype()), dtype_name(weight.dtype()),
         bias.defined() ? dtype_name(bias.dtype()) : "none"));
   const int64_t rank = spatial + 2;
@@ -253,7 +258,83 @@ struct ConvBackward final : Node {
   const char* name() const override { return node_name; }
 };
 
+// ----------------------------------------------------------------------------
+// conv1d / conv2d under autocast (core/autocast.h): per group g, y_g = w16_g @ im2col(x16)_g as a
+// bf16 product with float32 accumulation and a float32 result (ops/autocast.h), + bias in float32.
+//   backward:  G16 = bf16(grad);  grad_x = col2im(w16_g^T G16_g) (float32 accumulation);
+//              grad_w_g = sum over b of G16_g im2col(x16)_g^T (the bias is a recorded add);
+//              each in its input's dtype. Saves x16 if w needs grad (its columns are unfolded
+//              again: kh*kw times x's bytes are never kept), w16 if x needs grad.
+struct AutocastConvBackward final : Node {
+  SavedTensor x16{this, "x"}, w16{this, "weight"};
+  ConvGeometry g;
+  const char* node_name;
+  AutocastConvBackward(const ConvGeometry& geometry, const char* n) : g(geometry), node_name(n) {}
+
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    if (GradMode::enabled())
+      throw AutogradError(fmt::format(
+          "{}: create_graph (a gradient of a gradient) is not supported through an autocast "
+          "convolution; run that part outside autocast::Scope",
+          node_name));
+    const Window& w = g.win;
+    const int64_t G = g.groups, Og = g.out_group(), Kg = g.taps(), L = w.cols();
+    const Tensor g16 = grad.detach().to(kBFloat16).contiguous().view({w.B, G, Og, L});
+    Tensor gx, gw;
+    if (needs_input_grad(0)) {
+      const Tensor cols =
+          autocast::bf16_product_kernel(w16.get().view({G, Og, Kg}), true, g16, false);
+      gx = zeros({w.B, w.C, w.H, w.W}, kFloat32);
+      const float* cp = cols.data_ptr<float>();
+      float* xp = gx.data_ptr<float>();
+      parallel_for(w.B * w.C, w.H * w.W * w.kh * w.kw,
+                   [&](int64_t p0, int64_t p1) { col2im_planes(cp, xp, w, p0, p1); });
+      if (input_dtypes[0] != kFloat32) gx = gx.to(input_dtypes[0]);
+    }
+    if (needs_input_grad(1)) {
+      const Tensor cols16 = unfold_bf16(x16.get(), w).view({w.B, G, Kg, L});
+      gw = sum(autocast::bf16_product_kernel(g16, false, cols16, true), {0})
+               .reshape(input_shapes[1]);
+      if (input_dtypes[1] != kFloat32) gw = gw.to(input_dtypes[1]);
+    }
+    return {gx, gw};
+  }
+
+  // im2col of contiguous bfloat16 images: (B, C*kh*kw, OH*OW).
+  static Tensor unfold_bf16(const Tensor& x16, const Window& w) {
+    Tensor cols = empty({w.B, w.rows(), w.cols()}, kBFloat16);
+    const bfloat16* xp = x16.data_ptr<bfloat16>();
+    bfloat16* cp = cols.data_ptr<bfloat16>();
+    parallel_for(w.B * w.rows(), w.cols(),
+                 [&](int64_t r0, int64_t r1) { im2col_rows(xp, cp, w, r0, r1); });
+    return cols;
+  }
+
+  int64_t backward_flops() const override {
+    return (needs_input_grad(0) ? g.flops() : 0) + (needs_input_grad(1) ? g.flops() : 0);
+  }
+  const char* name() const override { return node_name; }
+};
+
 namespace {
+
+Tensor run_autocast_convolution(const ConvCall& c, const Tensor& bias, const char* node_name) {
+  const Window& w = c.g.win;
+  const int64_t G = c.g.groups, Og = c.g.out_group(), Kg = c.g.taps();
+  const Tensor x16 = c.x4.detach().to(kBFloat16).contiguous();
+  const Tensor w16 = c.w4.detach().to(kBFloat16).contiguous();
+  const Tensor cols16 = AutocastConvBackward::unfold_bf16(x16, w).view({w.B, G, Kg, w.cols()});
+  Tensor y = autocast::bf16_product_kernel(w16.view({G, Og, Kg}), false, cols16, false)
+                 .view({w.B, c.g.O, w.OH, w.OW});
+  if (auto node = make_node<AutocastConvBackward>({&c.x4, &c.w4}, c.g, node_name)) {
+    if (node->needs_input_grad(1)) node->x16.save(x16);
+    if (node->needs_input_grad(0)) node->w16.save(w16);
+    set_history(y, node);
+  }
+  if (bias.defined())
+    y = add(y, (bias.dtype() == kFloat32 ? bias : bias.to(kFloat32)).view({c.g.O, 1, 1}));
+  return caller_layout(c, y);
+}
 
 Tensor run_convolution(const ConvCall& c, const Tensor& bias, const char* node_name) {
   const Window& w = c.g.win;
@@ -280,18 +361,22 @@ Tensor run_convolution(const ConvCall& c, const Tensor& bias, const char* node_n
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride,
               ConvPadding<2> padding, Size2 dilation, int64_t groups) {
   inspect::OpScope op_scope("conv2d", {&x, &weight, &bias});
+  const bool on_bf16 = autocast::applies({&x, &weight, &bias});  // products on bf16 operands
   const ConvCall c = prepare("conv2d", 2, x, weight, bias, stride.values, padding.mode,
-                             padding.sizes, dilation.values, groups);
+                             padding.sizes, dilation.values, groups, on_bf16);
   op_scope.count_flops([&] { return c.g.flops(); });
+  if (on_bf16) return run_autocast_convolution(c, bias, "AutocastConv2dBackward");
   return run_convolution(c, bias, "Conv2dBackward");
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
               ConvPadding<1> padding, int64_t dilation, int64_t groups) {
   inspect::OpScope op_scope("conv1d", {&x, &weight, &bias});
+  const bool on_bf16 = autocast::applies({&x, &weight, &bias});  // products on bf16 operands
   const ConvCall c = prepare("conv1d", 1, x, weight, bias, {1, stride}, padding.mode,
-                             {0, padding.sizes[0]}, {1, dilation}, groups);
+                             {0, padding.sizes[0]}, {1, dilation}, groups, on_bf16);
   op_scope.count_flops([&] { return c.g.flops(); });
+  if (on_bf16) return run_autocast_convolution(c, bias, "AutocastConv1dBackward");
   return run_convolution(c, bias, "Conv1dBackward");
 }
 

@@ -175,4 +175,7 @@ std::vector<OpInfo> linalg_more_ops();     // ops_linalg_more.cpp: linalg_more.h
 std::vector<OpInfo> sort_ops();            // ops_sort.cpp: sort.h, sampling.h's filters
 const std::vector<OpInfo>& all_ops();
 
+// The bfloat16 / float16 check of one sample (reduced_dtypes.cpp): "" or what failed.
+std::string reduced_dtype_failure(const OpInfo& op, const Sample& s, DType dt);
+
 }  // namespace nabla::op_db

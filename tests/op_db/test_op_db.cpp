@@ -4,7 +4,8 @@
 //   gaps, and dims stored in reverse order) give bitwise the same output and gradients;
 //   1 and 2 threads agree within the entry's tolerance; create_graph works (and matches the
 //   plain gradient) or refuses with an AutogradError naming the op; each error input throws
-//   its nabla::Error naming the op; each dtype outside the entry's list throws a DTypeError.
+//   its nabla::Error naming the op; each dtype outside the entry's list throws a DTypeError;
+//   bfloat16 and float16 inputs give the float32 result within their rounding, or a DTypeError.
 // Prints "op_db: N ops, M samples, K failures". NABLA_OP_DB=name,name runs only those entries;
 // NABLA_OP_DB_TIMES=1 prints each entry's time.
 #include <fmt/format.h>
@@ -382,6 +383,16 @@ void check_sample(const Context& c, const Sample& s) {
             c.fail(check, std::string("message does not name the op: ") + e.what());
         }
       });
+
+  // bfloat16 and float16 (reduced_dtypes.cpp): the float32 result within their rounding, or a
+  // DTypeError naming the op.
+  if (!s.big && s.float32 && s.other_dtypes)
+    for (DType dt : {kBFloat16, kFloat16}) {
+      const std::string check = std::string("reduced ") + dtype_name(dt);
+      c.run(check, [&] {
+        if (std::string d = reduced_dtype_failure(op, s, dt); !d.empty()) c.fail(check, d);
+      });
+    }
 }
 
 void check_errors(const Context& c) {
