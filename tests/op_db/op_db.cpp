@@ -114,6 +114,11 @@ Sample at(const std::string& what, const std::vector<double>& v, const OpFn& fn)
 Sample edge(const std::string& what, const std::vector<double>& v, const OpFn& fn) {
   return forward_only(at("edge: " + what, v, fn));
 }
+bool names_op(const std::string& message, std::string op) {
+  const std::string suffix = "_composite";
+  if (op.size() > suffix.size() && op.ends_with(suffix)) op.resize(op.size() - suffix.size());
+  return message.find(op) != std::string::npos;
+}
 void append(std::vector<Sample>& to, std::vector<Sample> more) {
   for (Sample& s : more) to.push_back(std::move(s));
 }

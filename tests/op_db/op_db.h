@@ -174,6 +174,9 @@ std::vector<OpInfo> linalg_more_ops();     // ops_linalg_more.cpp: linalg_more.h
                                            // interpolate.h
 std::vector<OpInfo> sort_ops();            // ops_sort.cpp: sort.h, sampling.h's filters
 const std::vector<OpInfo>& all_ops();
+// Whether an error message names the op; a composite twin may be named by its fused op
+// ("softmax: ..." for softmax_composite): the message still points at the function called.
+bool names_op(const std::string& message, std::string op);
 
 // The bfloat16 / float16 check of one sample (reduced_dtypes.cpp): "" or what failed.
 std::string reduced_dtype_failure(const OpInfo& op, const Sample& s, DType dt);

@@ -36,13 +36,6 @@ const std::set<std::string> kRoundsIntermediates = {"layer_norm_composite", "gro
                                                     "kl_div_composite", "cosine_similarity",
                                                     "normalize"};
 
-// A composite twin may be named by its fused op, as in test_op_db.cpp.
-bool names_op(const std::string& message, std::string op) {
-  const std::string suffix = "_composite";
-  if (op.size() > suffix.size() && op.ends_with(suffix)) op.resize(op.size() - suffix.size());
-  return message.find(op) != std::string::npos;
-}
-
 }  // namespace
 
 std::string reduced_dtype_failure(const OpInfo& op, const Sample& s, DType dt) {

@@ -216,13 +216,6 @@ std::vector<Tensor> map(const std::vector<Tensor>& ts, F&& f) {
   return out;
 }
 
-// A composite twin may be named by its fused op ("softmax: ..." for softmax_composite): the
-// message still points at the function the user called.
-bool names_op(const std::string& message, std::string op) {
-  const std::string suffix = "_composite";
-  if (op.size() > suffix.size() && op.ends_with(suffix)) op.resize(op.size() - suffix.size());
-  return message.find(op) != std::string::npos;
-}
 // "ScaledDotProductAttentionBackward" names scaled_dot_product_attention.
 bool node_names_op(std::string message, std::string op) {
   auto squash = [](std::string x) {
