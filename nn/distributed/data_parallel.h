@@ -1,0 +1,97 @@
+// DistributedDataParallel: PyTorch's DDP over nabla::dist (docs/distributed.md). Each rank runs
+// the same model on its own shard of the batch; the wrapper makes the gradients the mean over the
+// ranks, so every rank's optimizer takes the same step as one process on the whole batch.
+//
+//   dist::InitGuard mpi(&argc, &argv);
+//   auto model = std::make_shared<MyModel>(...);           // same configuration on every rank
+//   dist::DistributedDataParallel ddp(model);               // rank 0's weights go to everyone
+//   for (...) {
+//     Tensor loss = cross_entropy((*model)(x_shard), y_shard);
+//     optimizer.zero_grad();
+//     ddp.backward(loss);          // = loss.backward(); ddp.finish();
+//     optimizer.step();
+//   }
+//
+// Construction broadcasts the parameters and buffers from rank 0 and checks that every rank has
+// the same parameter and buffer list (names, dtypes, shapes): a mismatch throws DistError naming
+// the first differing entry and the ranks. Gradients are put in buckets of about bucket_bytes in
+// reverse registration order (the order backward produces them, as PyTorch's Reducer); a hook on
+// each parameter's gradient marks it ready, and when a bucket is complete its non-blocking
+// all-reduce starts while backward goes on. Buckets start in index order on every rank (a bucket
+// that completes early waits for the ones before it), so all ranks issue the same collectives in
+// the same order. finish() (called by backward()) starts any bucket still waiting (a parameter
+// that got no gradient contributes its .grad or zeros), waits for all of them and writes the mean
+// into each .grad. Until finish() the .grad of a synchronised parameter holds the local sum only;
+// a second backward before finish() throws.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nabla/core/tensor.h"
+#include "nabla/nn/distributed/dist.h"
+#include "nabla/nn/module.h"
+
+namespace nabla::dist {
+
+enum class GradReduction {
+  Auto,       // float64 buckets in rank order (bitwise reproducible), the others by MPI
+  RankOrder,  // every floating bucket by allgather + sum in rank order
+  Mpi         // every bucket by MPI_Iallreduce (fastest; order chosen by MPI)
+};
+
+struct DataParallelOptions {
+  int64_t bucket_bytes = int64_t{4} << 20;  // PyTorch's bucket_cap_mb = 25; 4 MiB here (issue 24)
+  GradReduction reduction = GradReduction::Auto;
+  int root = 0;  // the rank whose initial parameters and buffers everyone starts from
+};
+
+class DistributedDataParallel {
+ public:
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                   DataParallelOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  nn::Module& module() const { return *module_; }
+
+  // loss.backward(), then finish().
+  void backward(const Tensor& loss);
+  // Starts the buckets not started yet, waits for every bucket and writes the mean gradients into
+  // the parameters' .grad. Does nothing when no backward ran since the last finish().
+  void finish();
+  // True between a synchronised backward's first gradient and finish().
+  bool sync_pending() const;
+
+  // While a NoSync lives, backward only accumulates into .grad locally (gradient accumulation);
+  // the first backward after it ends all-reduces the accumulated sums.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool prev_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+  struct BucketInfo {
+    DType dtype;
+    std::vector<std::string> parameters;  // dotted names, in the bucket's order
+    int64_t bytes;                        // of the gradients (16-bit ones travel as float32)
+  };
+  std::vector<BucketInfo> buckets() const;
+
+  struct State;  // the reducer, shared with the gradient hooks (they hold it weakly)
+
+ private:
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace nabla::dist
