@@ -178,8 +178,8 @@ int run(int argc, char** argv) {
   if (c.smoke) c.epochs = std::min(c.epochs, 2);
   const LangIdData d = examples::load_langid_data(c, c.smoke, tok);
   const auto n_classes = static_cast<int64_t>(d.corpus.languages.size());
-  print_header(c, d, dp);
   const auto loader_ptr = share_loader(c, d, dp);
+  print_header(c, d, dp);
   data::DataLoader<ShareBatch>& loader = *loader_ptr;
 
   // --- model and optimisation ---------------------------------------------------------------
