@@ -14,6 +14,7 @@ packages=(
   fortunes-ru
   bible-kjv
   libcpp-httplib-dev
+  libopenmpi-dev openmpi-bin
 )
 # Extra groups: `setup.sh --torch` adds PyTorch for fixtures and benchmarks.
 if [[ " $* " == *" --torch "* ]]; then packages+=(python3-torch python3-numpy); fi

@@ -5,9 +5,6 @@
 // MPI_Iallgather, MPI_Ibarrier); a blocking MPI call could hang forever on a stopped peer.
 #include "nabla/nn/distributed/dist.h"
 
-#include <mpi.h>
-
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -21,23 +18,14 @@
 #include "nabla/core/dtype.h"
 #include "nabla/core/shape.h"
 #include "nabla/nn/distributed/dist_detail.h"
+#include "nabla/nn/distributed/mpi_context.h"
 
 namespace nabla::dist {
-namespace {
+namespace mpi {
 
-struct Context {
-  bool initialized = false;
-  bool owns_mpi = false;  // we called MPI_Init_thread, so we finalize
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rank = 0;
-  int world = 1;
-  double timeout = 300.0;
-  bool check_metadata = true;
-  bool broken = false;
-  std::string broken_why;
-};
 Context ctx;
 
+namespace {
 double env_timeout() {
   const char* v = std::getenv("NABLA_DIST_TIMEOUT");
   if (!v || !*v) return 300.0;
@@ -48,6 +36,8 @@ double env_timeout() {
         "dist::InitGuard: NABLA_DIST_TIMEOUT='{}' is not a positive number of seconds", v));
   return t;
 }
+
+}  // namespace
 
 void require_ready(const char* what) {
   if (!ctx.initialized)
@@ -60,7 +50,7 @@ void require_ready(const char* what) {
                     what, ctx.broken_why));
 }
 
-[[noreturn]] void fail(const std::string& message) {
+void fail(const std::string& message) {
   detail::mark_broken(message);
   throw DistError(message);
 }
@@ -99,9 +89,6 @@ int checked_count(int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
-// The dtype a tensor travels as: 16-bit floats widen to float32 (exact), the rest as they are.
-DType wire_dtype(DType dt) { return is_reduced_float(dt) ? kFloat32 : dt; }
-
 MPI_Datatype mpi_type(DType dt) {
   switch (dt) {
     case DType::Float32:
@@ -123,50 +110,12 @@ char* raw_data(const Tensor& t) {
          t.offset() * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
-MPI_Op mpi_op(DType dt) { return dt == DType::Bool ? MPI_LOR : MPI_SUM; }
+}  // namespace mpi
 
-const char* op_name(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : "mean"; }
+using namespace mpi;
 
-// Every rank's (dtype, shape, extra) through one small allgather; a difference throws the same
-// message on every rank, naming each rank's view.
-void check_same_layout(const char* what, const Tensor& t, int64_t extra,
-                       const std::string& extra_name) {
-  if (!ctx.check_metadata || ctx.world == 1) return;
-  constexpr int kMaxDims = 8;
-  constexpr int kFields = 4 + kMaxDims;
-  std::vector<int64_t> mine(kFields, -1);
-  mine[0] = static_cast<int64_t>(t.dtype());
-  mine[1] = t.dim();
-  mine[2] = t.numel();
-  mine[3] = extra;
-  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kMaxDims); ++d) mine[4 + d] = t.size(d);
-  std::vector<int64_t> all(static_cast<size_t>(kFields) * ctx.world);
-  MPI_Request req;
-  check_rc(MPI_Iallgather(mine.data(), kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T,
-                          ctx.comm, &req),
-           what);
-  wait_request(req, fmt::format("{} (checking that the ranks agree)", what));
-  auto describe = [&](int r) {
-    const int64_t* f = all.data() + static_cast<size_t>(r) * kFields;
-    Shape shape;
-    for (int64_t d = 0; d < std::min<int64_t>(f[1], kMaxDims); ++d) shape.push_back(f[4 + d]);
-    std::string s =
-        fmt::format("rank {} has {} {}", r, dtype_name(static_cast<DType>(f[0])), shape_str(shape));
-    if (f[1] > kMaxDims) s += fmt::format(" ({} dims, {} elements)", f[1], f[2]);
-    if (!extra_name.empty()) s += fmt::format(" ({} {})", extra_name, f[3]);
-    return s;
-  };
-  for (int r = 1; r < ctx.world; ++r) {
-    if (!std::equal(all.begin(), all.begin() + kFields, all.begin() + r * kFields)) {
-      fail(
-          fmt::format("dist::{}: the ranks disagree: {}, {}; every rank must pass the same "
-                      "dtype and shape",
-                      what, describe(0), describe(r)));
-    }
-  }
-}
+namespace {
 
-// Sums rows 0..world-1 of `gathered` (world, n) into `out` (n) in rank order, then divides.
 template <class T>
 void sum_rows_in_rank_order(const Tensor& gathered, Tensor& out, bool mean) {
   const int64_t n = out.numel();
@@ -185,13 +134,6 @@ template <class T>
 void divide_by_world(Tensor& buf) {
   T* p = buf.data_ptr<T>();
   for (int64_t i = 0; i < buf.numel(); ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(ctx.world));
-}
-
-void check_mean_dtype(const char* what, DType dt) {
-  if (!is_floating(dt))
-    throw DTypeError(fmt::format(
-        "dist::{}: mean needs a floating tensor, got {} (reduce with sum, or .to(kFloat32))", what,
-        dtype_name(dt)));
 }
 
 }  // namespace
@@ -288,6 +230,13 @@ InitGuard::InitGuard() : InitGuard(nullptr, nullptr) {}
 InitGuard::InitGuard(int* argc, char*** argv) {
   if (ctx.initialized)
     throw DistError("dist::InitGuard: already initialized (make one per process)");
+  const double timeout = env_timeout();  // a bad value is refused before MPI starts
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw DistError(
+        "dist::InitGuard: MPI was finalized already and cannot start again (make one "
+        "InitGuard for the whole program, in main)");
   int already = 0;
   MPI_Initialized(&already);
   int provided = MPI_THREAD_SINGLE;
@@ -311,7 +260,7 @@ InitGuard::InitGuard(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(ctx.comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(ctx.comm, &ctx.rank);
   MPI_Comm_size(ctx.comm, &ctx.world);
-  ctx.timeout = env_timeout();
+  ctx.timeout = timeout;
   const char* check = std::getenv("NABLA_DIST_CHECK");
   ctx.check_metadata = !(check && std::string(check) == "0");
   ctx.broken = false;
@@ -397,86 +346,5 @@ std::vector<std::string> all_gather_bytes(const std::string& mine, const char* w
 }
 
 }  // namespace detail
-
-// --- tensor collectives ----------------------------------------------------------------------
-
-Work all_reduce_async(Tensor t, ReduceOp op, bool rank_order) {
-  require_ready("all_reduce");
-  if (op == ReduceOp::Mean) check_mean_dtype("all_reduce", t.dtype());
-  check_same_layout("all_reduce", t, static_cast<int64_t>(op) * 2 + (rank_order ? 1 : 0),
-                    "op*2+rank_order");
-  NoGradGuard no_grad;
-  const DType wire = wire_dtype(t.dtype());
-  const bool in_place = wire == t.dtype() && t.is_contiguous();
-  Tensor buffer = in_place ? t.detach() : t.detach().to(wire).contiguous();
-  if (!in_place && buffer.storage() == t.storage()) buffer = buffer.clone();
-  Work w = detail::all_reduce_flat_async(buffer, op, rank_order,
-                                         fmt::format("all_reduce ({}, {} {})", op_name(op),
-                                                     dtype_name(t.dtype()), shape_str(t.shape())));
-  if (!in_place) w.set_target(t);
-  return w;
-}
-
-void all_reduce_(Tensor& t, ReduceOp op, bool rank_order) {
-  Work w = all_reduce_async(t, op, rank_order);
-  w.wait();
-}
-
-Tensor all_reduce(const Tensor& t, ReduceOp op, bool rank_order) {
-  Tensor out = t.detach().clone();
-  all_reduce_(out, op, rank_order);
-  return out;
-}
-
-void broadcast_(Tensor& t, int root) {
-  require_ready("broadcast");
-  if (root < 0 || root >= ctx.world)
-    throw IndexError(
-        fmt::format("dist::broadcast: root {} is not a rank (world size {})", root, ctx.world));
-  check_same_layout("broadcast", t, root, "root");
-  NoGradGuard no_grad;
-  // 16-bit floats travel as they are here: no arithmetic, so their 2 bytes are sent as int16.
-  const bool direct = t.is_contiguous();
-  Tensor buf = direct ? t.detach() : t.detach().contiguous();
-  const int64_t bytes = buf.numel() * static_cast<int64_t>(dtype_size(buf.dtype()));
-  const std::string what =
-      fmt::format("broadcast ({} {}, root {})", dtype_name(t.dtype()), shape_str(t.shape()), root);
-  MPI_Request req;
-  check_rc(
-      MPI_Ibcast(raw_data(buf), checked_count(bytes, "broadcast"), MPI_BYTE, root, ctx.comm, &req),
-      what);
-  wait_request(req, what);
-  if (!direct)
-    t.detach().copy_(buf);
-  else
-    t.storage()->bump_version();
-}
-
-Tensor all_gather(const Tensor& t) {
-  require_ready("all_gather");
-  check_same_layout("all_gather", t, 0, "");
-  NoGradGuard no_grad;
-  Tensor buf = t.detach().contiguous();
-  Shape shape = t.shape();
-  shape.insert(shape.begin(), ctx.world);
-  Tensor out = empty(shape, t.dtype());
-  const int64_t elem = static_cast<int64_t>(dtype_size(t.dtype()));
-  const int bytes = checked_count(buf.numel() * elem, "all_gather");
-  const std::string what =
-      fmt::format("all_gather ({} {})", dtype_name(t.dtype()), shape_str(t.shape()));
-  MPI_Request req;
-  check_rc(MPI_Iallgather(raw_data(buf), bytes, MPI_BYTE, raw_data(out), bytes, MPI_BYTE, ctx.comm,
-                          &req),
-           what);
-  wait_request(req, what);
-  return out;
-}
-
-void barrier() {
-  require_ready("barrier");
-  MPI_Request req;
-  check_rc(MPI_Ibarrier(ctx.comm, &req), "barrier");
-  wait_request(req, "barrier");
-}
 
 }  // namespace nabla::dist

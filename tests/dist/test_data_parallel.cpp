@@ -1,0 +1,201 @@
+// DistributedDataParallel between the ranks mpirun started: start-up broadcast and model check,
+// buckets, mean gradients (float64 bitwise against the ranks' gradients summed here in rank order),
+// no_sync accumulation, unused parameters, misuse.
+#include <catch2/catch.hpp>
+
+#include "nabla/nabla.h"
+#include "nabla/nn/distributed/data_parallel.h"
+
+namespace {
+
+using namespace nabla;
+namespace dist = nabla::dist;
+
+std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed, int64_t hidden = 8) {
+  manual_seed(seed);
+  auto m = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, hidden),
+                                            std::make_shared<nn::Tanh>(),
+                                            std::make_shared<nn::Linear>(hidden, 2));
+  m->to(kFloat64);
+  return m;
+}
+
+// Rank r's batch for micro-step k.
+Tensor batch_of(int r, int k, DType dt = kFloat64) {
+  Generator g(1000 + 17 * static_cast<uint64_t>(r) + static_cast<uint64_t>(k));
+  return randn({3, 4}, g, kFloat64).to(dt);
+}
+
+Tensor loss_of(nn::Sequential& m, const Tensor& x) { return sum(mul(m(x), m(x))); }
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  return a.to(kFloat64).to_vector<double>() == b.to(kFloat64).to_vector<double>();
+}
+
+// Each rank's local gradient sum over micro-steps `steps`, then the sum over ranks in rank order,
+// divided by the world size: what DDP must produce.
+std::vector<Tensor> expected_mean_grads(nn::Sequential& ref, const std::vector<int>& steps) {
+  std::vector<Tensor> total;
+  for (int r = 0; r < dist::world_size(); ++r) {
+    for (Tensor& p : ref.parameters()) p.set_grad(Tensor());
+    for (int k : steps) loss_of(ref, batch_of(r, k)).backward();
+    std::vector<Tensor> params = ref.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor g = params[i].grad().clone();
+      if (total.size() <= i)
+        total.push_back(g);
+      else
+        total[i] = add(total[i], g);
+    }
+  }
+  for (Tensor& t : total) t = div(t, double(dist::world_size()));
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("DistributedDataParallel: every rank starts from rank 0's parameters", "[ddp]") {
+  auto model = make_mlp(100 + static_cast<uint64_t>(dist::rank()));  // different on each rank
+  dist::DistributedDataParallel ddp(model);
+  auto ref = make_mlp(100);  // rank 0's
+  const auto mine = model->named_parameters();
+  const auto want = ref->named_parameters();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    INFO(mine[i].first);
+    CHECK(bit_equal(mine[i].second, want[i].second));
+    CHECK(mine[i].second.requires_grad());
+  }
+}
+
+TEST_CASE("DistributedDataParallel: gradients are the mean over ranks, bitwise in float64",
+          "[ddp]") {
+  for (int64_t bucket_bytes : {int64_t{4} << 20, int64_t{64}}) {
+    INFO("bucket_bytes " << bucket_bytes);
+    auto model = make_mlp(7);
+    dist::DistributedDataParallel ddp(model, {.bucket_bytes = bucket_bytes});
+    for (int step = 0; step < 2; ++step) {
+      for (Tensor& p : model->parameters()) p.set_grad(Tensor());
+      ddp.backward(loss_of(*model, batch_of(dist::rank(), step)));
+      CHECK_FALSE(ddp.sync_pending());
+      auto ref = make_mlp(7);
+      const std::vector<Tensor> want = expected_mean_grads(*ref, {step});
+      const std::vector<Tensor> params = model->parameters();
+      for (size_t i = 0; i < params.size(); ++i) CHECK(bit_equal(params[i].grad(), want[i]));
+    }
+  }
+}
+
+TEST_CASE("DistributedDataParallel: buckets follow reverse registration order and the size cap",
+          "[ddp]") {
+  auto model = make_mlp(3);
+  std::vector<std::string> reversed;
+  for (const auto& [name, t] : model->named_parameters()) reversed.insert(reversed.begin(), name);
+  {
+    dist::DistributedDataParallel one(model);
+    const auto buckets = one.buckets();
+    REQUIRE(buckets.size() == 1);
+    CHECK(buckets[0].parameters == reversed);
+    CHECK(buckets[0].dtype == kFloat64);
+    CHECK(buckets[0].bytes == model->num_parameters() * 8);
+  }
+  // 100 bytes: a bucket closes as soon as it holds >= 100 bytes (2.bias 16 B + 2.weight 128 B,
+  // then 0.bias 64 B + 0.weight 256 B).
+  dist::DistributedDataParallel small(model, {.bucket_bytes = 100});
+  const auto buckets = small.buckets();
+  REQUIRE(buckets.size() == 2);
+  CHECK(buckets[0].parameters == std::vector<std::string>{"2.bias", "2.weight"});
+  CHECK(buckets[1].parameters == std::vector<std::string>{"0.bias", "0.weight"});
+}
+
+TEST_CASE("DistributedDataParallel: no_sync accumulates locally, the next backward averages",
+          "[ddp]") {
+  auto model = make_mlp(11);
+  dist::DistributedDataParallel ddp(model, {.bucket_bytes = 64});
+  {
+    auto scope = ddp.no_sync();
+    loss_of(*model, batch_of(dist::rank(), 0)).backward();
+    CHECK_FALSE(ddp.sync_pending());
+    ddp.finish();  // nothing to do
+  }
+  // Local only: the gradient is this rank's own.
+  auto local = make_mlp(11);
+  loss_of(*local, batch_of(dist::rank(), 0)).backward();
+  CHECK(bit_equal(model->parameters()[0].grad(), local->parameters()[0].grad()));
+
+  ddp.backward(loss_of(*model, batch_of(dist::rank(), 1)));
+  auto ref = make_mlp(11);
+  const std::vector<Tensor> want = expected_mean_grads(*ref, {0, 1});
+  const std::vector<Tensor> params = model->parameters();
+  for (size_t i = 0; i < params.size(); ++i) CHECK(bit_equal(params[i].grad(), want[i]));
+}
+
+TEST_CASE("DistributedDataParallel: a parameter without a gradient does not stall the buckets",
+          "[ddp]") {
+  auto model = make_mlp(5);
+  Tensor unused = model->register_parameter("unused", zeros({3}, kFloat64));
+  dist::DistributedDataParallel ddp(model, {.bucket_bytes = 64});
+  ddp.backward(loss_of(*model, batch_of(dist::rank(), 0)));
+  REQUIRE(unused.grad().defined());
+  CHECK(unused.grad().to_vector<double>() == std::vector<double>(3, 0.0));
+}
+
+TEST_CASE("DistributedDataParallel: 16-bit parameters are averaged in float32", "[ddp]") {
+  auto model = make_mlp(9);
+  model->to(kBFloat16);
+  dist::DistributedDataParallel ddp(model);
+  REQUIRE(ddp.buckets().size() == 1);
+  CHECK(ddp.buckets()[0].dtype == kBFloat16);
+  CHECK(ddp.buckets()[0].bytes == model->num_parameters() * 4);  // travels as float32
+  ddp.backward(loss_of(*model, batch_of(dist::rank(), 0, kBFloat16)));
+  // Every rank ends with the same bfloat16 gradient, and it is the mean of the local ones.
+  for (const Tensor& p : model->parameters()) {
+    REQUIRE(p.grad().dtype() == kBFloat16);
+    Tensor all = dist::all_gather(p.grad());
+    for (int r = 1; r < dist::world_size(); ++r)
+      CHECK(bit_equal(all.select(0, r), all.select(0, 0)));
+  }
+  auto ref = make_mlp(9);
+  ref->to(kBFloat16);
+  std::vector<Tensor> sum32;
+  for (int r = 0; r < dist::world_size(); ++r) {
+    for (Tensor& p : ref->parameters()) p.set_grad(Tensor());
+    loss_of(*ref, batch_of(r, 0, kBFloat16)).backward();
+    const auto ps = ref->parameters();
+    for (size_t i = 0; i < ps.size(); ++i) {
+      Tensor g = ps[i].grad().to(kFloat32);
+      if (sum32.size() <= i)
+        sum32.push_back(g);
+      else
+        sum32[i] = add(sum32[i], g);
+    }
+  }
+  const auto ps = model->parameters();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    Tensor want = div(sum32[i], double(dist::world_size())).to(kBFloat16);
+    CHECK(bit_equal(ps[i].grad(), want));
+  }
+}
+
+TEST_CASE("DistributedDataParallel: a second backward before finish() is refused", "[ddp]") {
+  auto model = make_mlp(2);
+  dist::DistributedDataParallel ddp(model);
+  loss_of(*model, batch_of(dist::rank(), 0)).backward();
+  CHECK(ddp.sync_pending());
+  CHECK_THROWS_WITH(loss_of(*model, batch_of(dist::rank(), 1)).backward(),
+                    Catch::Contains("DistributedDataParallel") &&
+                        Catch::Contains("second gradient before finish()"));
+  ddp.finish();  // the first backward's round completes on every rank
+  CHECK_FALSE(ddp.sync_pending());
+}
+
+TEST_CASE("DistributedDataParallel: different models on the ranks are named at start-up", "[ddp]") {
+  if (dist::world_size() < 2) return;
+  auto model = make_mlp(1, dist::rank() == 1 ? 9 : 8);
+  CHECK_THROWS_WITH(dist::DistributedDataParallel(model),
+                    Catch::Contains("different models") &&
+                        Catch::Contains("parameter '0.weight' float64 (8, 4) on rank 0") &&
+                        Catch::Contains("parameter '0.weight' float64 (9, 4) on rank 1"));
+  // Start-up refusals leave the communicator usable.
+  dist::barrier();
+}
