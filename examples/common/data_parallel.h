@@ -127,12 +127,14 @@ class DataParallel {
     std::vector<int64_t> ids;
     double loss_factor = 1;
   };
-  Share share(const std::vector<int64_t>& global) const {
+  Share share(const std::vector<int64_t>& global) const { return share_of(global, rank_, world_); }
+  static Share share_of(const std::vector<int64_t>& global, int rank, int world) {
     const auto n = static_cast<int64_t>(global.size());
-    const int64_t begin = n * rank_ / world_, end = n * (rank_ + 1) / world_;
-    if (begin == end) return {{global.at(0)}, 0.0};
+    if (n == 0) throw ValueError("DataParallel::share: an empty global batch");
+    const int64_t begin = n * rank / world, end = n * (rank + 1) / world;
+    if (begin == end) return {{global.front()}, 0.0};
     return {{global.begin() + begin, global.begin() + end},
-            static_cast<double>((end - begin) * world_) / static_cast<double>(n)};
+            static_cast<double>((end - begin) * world) / static_cast<double>(n)};
   }
 
  private:
