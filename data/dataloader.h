@@ -33,9 +33,10 @@
 
 namespace nabla::data {
 
-// {epoch, batch, sample, world_size}; see io::LoaderPosition. A cursor with sample -1 (the
-// two-field form {epoch, batch}, and checkpoints written before sharding) means batch whole
-// global batches of the restoring loader.
+// {epoch, batch, sample, world_size}; see io::LoaderPosition. restore() reads `sample` (global);
+// `batch` is this rank's count, a restored position counting as ceil(sample / global batch). A
+// cursor with sample -1 (the two-field form {epoch, batch}, and checkpoints written before
+// sharding) means batch whole global batches of the restoring loader.
 using LoaderCursor = io::LoaderPosition;
 
 // The index order of one epoch: identity, or a Fisher-Yates shuffle drawn from Generator(seed)
