@@ -23,7 +23,13 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 8),
                                                   std::make_shared<nn::Tanh>(),
                                                   std::make_shared<nn::Linear>(8, 1));
+    // Start-up under a generous deadline (on a loaded machine one rank may start seconds after
+    // the other); the short one from NABLA_DIST_TIMEOUT applies to the training steps.
+    const double step_timeout = dist::timeout_seconds();
+    dist::set_timeout_seconds(120);
     dist::DistributedDataParallel ddp(model);
+    dist::barrier();
+    dist::set_timeout_seconds(step_timeout);
     optim::SGD sgd(model->parameters(), optim::SGDOptions{.lr = 0.1});
     for (int step = 0; step < 1000; ++step) {
       if (step == 3 && dist::rank() == 1) std::raise(signal);
