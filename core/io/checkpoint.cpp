@@ -393,22 +393,32 @@ void load_generator(const Checkpoint& ck, const std::string& name, Generator& ge
 }
 
 void save_loader_position(Checkpoint& ck, const std::string& name, LoaderPosition pos) {
-  if (pos.epoch < 0 || pos.batch < 0)
+  if (pos.epoch < 0 || pos.batch < 0 || pos.sample < -1 || pos.world_size < 1)
     throw ValueError(
-        fmt::format("save_loader_position: '{}' has epoch {} and batch {}; both "
-                    "must be >= 0",
-                    name, pos.epoch, pos.batch));
+        fmt::format("save_loader_position: '{}' has epoch {}, batch {}, sample {} and world_size "
+                    "{}; epoch and batch must be >= 0, sample >= -1, world_size >= 1",
+                    name, pos.epoch, pos.batch, pos.sample, pos.world_size));
   ck.set("loader." + name + ".epoch", pos.epoch);
   ck.set("loader." + name + ".batch", pos.batch);
+  if (pos.sample < 0) return;  // the two-key form, as before sharding
+  ck.set("loader." + name + ".sample", pos.sample);
+  ck.set("loader." + name + ".world_size", pos.world_size);
 }
 
 LoaderPosition load_loader_position(const Checkpoint& ck, const std::string& name) {
-  LoaderPosition pos{ck.get_int("loader." + name + ".epoch"),
-                     ck.get_int("loader." + name + ".batch")};
-  if (pos.epoch < 0 || pos.batch < 0)
-    throw FormatError(fmt::format("{}: loader '{}' has epoch {} and batch {}; both must be >= 0",
-                                  ck.source().empty() ? "<in-memory checkpoint>" : ck.source(),
-                                  name, pos.epoch, pos.batch));
+  const std::string key = "loader." + name;
+  LoaderPosition pos{ck.get_int(key + ".epoch"), ck.get_int(key + ".batch")};
+  if (ck.has(key + ".sample")) {
+    pos.sample = ck.get_int(key + ".sample");
+    pos.world_size = ck.get_int(key + ".world_size");
+  }
+  if (pos.epoch < 0 || pos.batch < 0 || (ck.has(key + ".sample") && pos.sample < 0) ||
+      pos.world_size < 1)
+    throw FormatError(fmt::format(
+        "{}: loader '{}' has epoch {}, batch {}, sample {} and world_size {}; epoch, batch and "
+        "sample must be >= 0, world_size >= 1",
+        ck.source().empty() ? "<in-memory checkpoint>" : ck.source(), name, pos.epoch, pos.batch,
+        pos.sample, pos.world_size));
   return pos;
 }
 

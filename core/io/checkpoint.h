@@ -26,7 +26,7 @@
 // saved with another thread count or nabla version (see warnings()).
 //
 // core knows nothing about nn/optim/data: sections take io::NamedTensors (what state_dict()
-// returns) and a data-loader cursor is stored as plain (epoch, batch) integers.
+// returns) and a data-loader cursor is stored as plain integers (LoaderPosition).
 #pragma once
 #include <concepts>
 #include <cstdint>
@@ -124,15 +124,20 @@ void save_generator(Checkpoint& ck, const std::string& name, const Generator& ge
 // Restores it: the generator continues exactly where the saved one stopped.
 void load_generator(const Checkpoint& ck, const std::string& name, Generator& gen);
 
-// A data-loader position: `batch` batches of epoch `epoch` were handed out (data::LoaderCursor
-// has the same two fields).
+// A data-loader position (data::LoaderCursor is this struct). `sample` is global: how many
+// positions of the epoch's order all ranks together have consumed, so a run saved by N processes
+// resumes on any number at the same sample (data/dataloader.h).
 struct LoaderPosition {
   int64_t epoch = 0;
-  int64_t batch = 0;
+  int64_t batch = 0;       // batches this rank handed out in the epoch
+  int64_t sample = -1;     // -1: not recorded (a position from before sharding)
+  int64_t world_size = 1;  // processes of the run that saved
 };
-// Stores it as "loader.<name>.epoch" / ".batch" (int).
+// Stores it as "loader.<name>.epoch" / ".batch" (int), and ".sample" / ".world_size" (int) when
+// sample is recorded.
 void save_loader_position(Checkpoint& ck, const std::string& name, LoaderPosition pos);
-// Reads it back; FormatError if missing or negative.
+// Reads it back (sample -1 and world_size 1 when the file has no ".sample"); FormatError if a key
+// is missing or a value is out of range.
 LoaderPosition load_loader_position(const Checkpoint& ck, const std::string& name);
 
 }  // namespace nabla::io

@@ -24,7 +24,7 @@ void Checkpointer::save(const RunState& state, const data::LoaderCursor& cursor)
   io::save_generator(ck, "default", default_generator());
   ck.set("step", state.step);
   ck.set("loss_ema", state.loss_ema);
-  io::save_loader_position(ck, "train", {cursor.epoch, cursor.batch});
+  io::save_loader_position(ck, "train", cursor);
   ck.save(path_);
 }
 
@@ -35,9 +35,8 @@ std::optional<std::pair<RunState, data::LoaderCursor>> Checkpointer::load() cons
   optimizer_.load_state_dict(ck.section("optimizer"));
   if (scheduler_) scheduler_->load_state_dict(ck.section("scheduler"));
   io::load_generator(ck, "default", default_generator());
-  const io::LoaderPosition pos = io::load_loader_position(ck, "train");
   return std::pair{RunState{ck.get_int("step"), ck.get_float("loss_ema")},
-                   data::LoaderCursor{pos.epoch, pos.batch}};
+                   io::load_loader_position(ck, "train")};
 }
 
 double LossCurve::add(int64_t step, double loss) {

@@ -22,17 +22,19 @@ TrainingRun::TrainingRun(Options options, nn::Module& model, optim::Optimizer& o
     : options_(std::move(options)),
       optimizer_(optimizer),
       checkpointer_(options_.out + "/checkpoint.safetensors", model, optimizer, scheduler),
-      cursor_(std::move(cursor)),
-      csv_(options_.out + "/metrics.csv", csv_columns(options_), options_.resume) {
+      cursor_(std::move(cursor)) {
+  if (options_.writer)
+    csv_.emplace(options_.out + "/metrics.csv", csv_columns(options_), options_.resume);
   if (options_.resume) {
     if (auto saved = checkpointer_.load()) {
       state_ = saved->first;
       resumed_at_ = saved->second;
-      fmt::print("resumed from {} at step {}\n", checkpointer_.path(), state_.step);
+      if (options_.writer)
+        fmt::print("resumed from {} at step {}\n", checkpointer_.path(), state_.step);
     }
   }
   losses_ = LossCurve(state_.loss_ema);
-  bar_.emplace("train", options_.total_steps, 50, state_.step, options_.unit);
+  if (options_.writer) bar_.emplace("train", options_.total_steps, 50, state_.step, options_.unit);
 }
 
 double TrainingRun::lr() const { return optimizer_.param_groups()[0].lr; }
@@ -42,9 +44,9 @@ bool TrainingRun::step_done(double loss, int64_t items) {
   state_.loss_ema = losses_.add(step, loss);
   std::map<std::string, double> shown = {{"loss", state_.loss_ema}};
   if (options_.log_lr) shown["lr"] = lr();
-  bar_->update(step, shown, items);
+  if (bar_) bar_->update(step, shown, items);
   const bool epoch_end = step % options_.steps_per_epoch == 0 || step == options_.total_steps;
-  if (epoch_end) bar_->finish();
+  if (epoch_end && bar_) bar_->finish();
   return epoch_end;
 }
 
@@ -66,11 +68,14 @@ void TrainingRun::end_epoch(const std::vector<double>& values) {
     if (options_.metrics[i].validation_loss)
       losses_.add_validation(step, values[i], options_.metrics[i].label);
   }
-  fmt::print("{} ({:.1f} s)\n", line, seconds());
-  csv_.row(row);
-  checkpointer_.save(state_, cursor_());
+  if (options_.writer) {
+    fmt::print("{} ({:.1f} s)\n", line, seconds());
+    csv_->row(row);
+    checkpointer_.save(state_, cursor_());
+  }
   if (options_.stop_after > 0 && step >= options_.stop_after && step < options_.total_steps) {
-    fmt::print("stopping at step {} as asked (--stop-after); continue with --resume\n", step);
+    if (options_.writer)
+      fmt::print("stopping at step {} as asked (--stop-after); continue with --resume\n", step);
     stopped_ = true;
   }
 }

@@ -46,6 +46,9 @@ class TrainingRun {
     std::vector<Metric> metrics;
     bool log_lr = false;            // the learning rate in the progress bar and metrics.csv
     std::string unit = "examples";  // what step_done's `items` count (throughput)
+    // Prints, writes metrics.csv and checkpoints; false on the ranks other than 0 of a
+    // data-parallel run (they still read the checkpoint on --resume).
+    bool writer = true;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   };
 
@@ -95,7 +98,7 @@ class TrainingRun {
   std::function<data::LoaderCursor()> cursor_;
   RunState state_;
   std::optional<data::LoaderCursor> resumed_at_;
-  CsvLogger csv_;
+  std::optional<CsvLogger> csv_;
   LossCurve losses_;
   std::optional<ProgressBar> bar_;
   bool stopped_ = false;

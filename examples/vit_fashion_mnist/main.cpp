@@ -9,7 +9,8 @@
 // metrics.csv, loss.png (train and test loss), confusion.png, attention.png (the last block's CLS
 // attention over the patches, averaged over heads, for 6 test images), samples.png (one test
 // image per class), each also as .svg, and a checkpoint (resume with --resume). Ends with a
-// RESULT line.
+// RESULT line. Under `mpirun -np N` the N processes train data-parallel
+// (examples/common/data_parallel.h): each takes 1/N of every batch of --global-batch images.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "examples/common/bf16.h"
 #include "examples/common/cli.h"
+#include "examples/common/data_parallel.h"
 #include "examples/common/fashion_mnist.h"
 #include "examples/common/int8_eval.h"
 #include "examples/common/plot.h"
@@ -42,6 +44,7 @@ struct Config {
   int epochs = 10;
   // Batches of 64 run faster per image than 128 here (the activations stay in cache).
   int64_t batch_size = 64, train_limit = 0, test_limit = 0;
+  int64_t global_batch = 0;  // images per step over all processes; 0: batch_size
   double lr = 3e-3, weight_decay = 0.05;
   int64_t warmup_steps = 200;
   uint64_t seed = 42;
@@ -63,6 +66,9 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
   examples::CommandLine cli("Vision Transformer on Fashion-MNIST (Debian's dataset-fashion-mnist)");
   cli.option("--epochs", c.epochs, "training epochs")
       .option("--batch-size", c.batch_size, "images per batch")
+      .option("--global-batch", c.global_batch,
+              "images per step over all processes under mpirun, each taking 1/N (default: "
+              "--batch-size)")
       .option("--dim", c.dim, "token width")
       .option("--depth", c.depth, "Transformer blocks")
       .option("--heads", c.heads, "attention heads")
@@ -83,6 +89,7 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .run_flags(c.seed, c.out, c.threads, c.resume, c.smoke, c.stop_after,
                  "two short epochs on 256 train / 256 test images (for tests)");
   if (auto exit_code = cli.parse(argc, argv)) return exit_code;
+  if (c.global_batch > 0) c.batch_size = c.global_batch;
   if (c.patch <= 0 || 28 % c.patch != 0) throw ValueError("--patch must divide 28");
   return std::nullopt;
 }
@@ -136,72 +143,10 @@ void save_attention(nn::ViT& model, const examples::FashionData& d, const std::s
   viz::patch_attention_strip(path, drawing, 6);
 }
 
-int run(int argc, char** argv) {
-  Config c;
-  if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
-  c.bf16 = examples::use_bf16(c.bf16);
-  if (c.threads > 0) set_num_threads(c.threads);
-  std::filesystem::create_directories(c.out);
-  const auto t0 = std::chrono::steady_clock::now();
-
-  // --- data ---------------------------------------------------------------------------------
-  const examples::FashionData d = load_data(c);
-  fmt::print("vit_fashion_mnist: {} train / {} test images, {}\n", d.train_x.size(0),
-             d.test_x.size(0), runtime_info());
-  data::DataLoader<Batch>::Options lopts;
-  lopts.batch_size = c.batch_size;
-  lopts.seed = c.seed;
-  data::DataLoader<Batch> loader(d.train_x.size(0), lopts, [&](const std::vector<int64_t>& idx) {
-    Tensor i = from_vector(idx, {static_cast<int64_t>(idx.size())});
-    return Batch{index_select(d.train_x, 0, i), index_select(d.train.labels, 0, i)};
-  });
-
-  // --- model and optimisation ---------------------------------------------------------------
-  manual_seed(c.seed);
-  nn::ViT model(vit_config(c));
-  model.set_checkpoint_layers(c.checkpoint_layers);
-  optim::AdamW opt(model.parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
-  const int64_t steps_per_epoch = loader.batches_per_epoch();
-  const int64_t total_steps = steps_per_epoch * c.epochs;
-  auto sched = examples::warmup_cosine(opt, c.lr, c.warmup_steps, total_steps);
-  fmt::print("model: ViT dim {} depth {} heads {} mlp {}, {} patches + CLS, {} parameters\n", c.dim,
-             c.depth, c.heads, c.mlp, model.grid()[0] * model.grid()[1], model.num_parameters());
-  fmt::print("{} steps ({} per epoch, batch {})\n", total_steps, steps_per_epoch, c.batch_size);
-
-  // --- training -------------------------------------------------------------------------------
-  examples::TrainingRun training(
-      {.out = c.out,
-       .resume = c.resume,
-       .stop_after = c.stop_after,
-       .steps_per_epoch = steps_per_epoch,
-       .total_steps = total_steps,
-       .metrics = {{"test_accuracy", "test accuracy"}, {"test_loss", "test loss", true}},
-       .log_lr = true,
-       .start = t0},
-      model, opt, sched.get(), loader);
-  model.train();
-  while (auto batch = training.next_batch(loader)) {
-    Tensor loss;
-    {
-      autocast::Scope autocast_scope(c.bf16);  // forward and loss; backward outside, as PyTorch's
-      Tensor logits =
-          model.forward(c.augment ? examples::augment_fashion(batch->images) : batch->images);
-      loss = cross_entropy(logits, batch->labels, {.label_smoothing = c.label_smoothing});
-    }
-    opt.zero_grad();
-    loss.backward();
-    optim::clip_grad_norm_(model.parameters(), 1.0);
-    opt.step();
-    sched->step();
-    if (training.step_done(loss.item(), batch->labels.numel())) {
-      const examples::Evaluation e = evaluate(model, d, c.label_smoothing, c.bf16);
-      training.end_epoch({e.confusion.accuracy(), e.loss});
-    }
-  }
-  if (training.stopped()) return 0;
+// The final evaluation, figures and the RESULT line (rank 0).
+void report(nn::ViT& model, const examples::FashionData& d, const Config& c,
+            const examples::TrainingRun& training, const examples::DataParallel& dp) {
   const double train_s = training.seconds();
-
-  // --- report ---------------------------------------------------------------------------------
   const examples::ConfusionMatrix confusion =
       evaluate(model, d, c.label_smoothing, c.bf16).confusion;
   const double test_acc = confusion.accuracy();
@@ -222,12 +167,96 @@ int run(int argc, char** argv) {
           : "";
   fmt::print(
       "RESULT example=vit_fashion_mnist test_accuracy={:.4f} steps={} params={} "
-      "train_s={:.1f}{}{}\n",
+      "train_s={:.1f}{}{}{}\n",
       test_acc, training.step(), model.num_parameters(), train_s, int8_fields,
-      examples::bf16_field(c.bf16));
+      examples::bf16_field(c.bf16), examples::world_size_field(dp));
+}
+
+int run(int argc, char** argv) {
+  Config c;
+  if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
+  examples::DataParallel dp;
+  c.bf16 = examples::use_bf16(c.bf16);
+  if (c.threads > 0) set_num_threads(c.threads);
+  std::filesystem::create_directories(c.out);
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // --- data ---------------------------------------------------------------------------------
+  const examples::FashionData d = load_data(c);
+  if (dp.writer())
+    fmt::print("vit_fashion_mnist: {} train / {} test images, {}\n", d.train_x.size(0),
+               d.test_x.size(0), runtime_info());
+  data::DataLoader<Batch>::Options lopts;  // each rank its share of each batch (same seed)
+  lopts.batch_size = dp.per_rank_batch(c.batch_size);
+  lopts.seed = c.seed;
+  lopts.rank = dp.rank();
+  lopts.world_size = dp.world_size();
+  data::DataLoader<Batch> loader(d.train_x.size(0), lopts, [&](const std::vector<int64_t>& idx) {
+    Tensor i = from_vector(idx, {static_cast<int64_t>(idx.size())});
+    return Batch{index_select(d.train_x, 0, i), index_select(d.train.labels, 0, i)};
+  });
+
+  // --- model and optimisation ---------------------------------------------------------------
+  manual_seed(c.seed);
+  const auto model_ptr = std::make_shared<nn::ViT>(vit_config(c));
+  nn::ViT& model = *model_ptr;
+  dp.wrap(model_ptr);
+  model.set_checkpoint_layers(c.checkpoint_layers);
+  optim::AdamW opt(model.parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
+  const int64_t steps_per_epoch = loader.batches_per_epoch();
+  const int64_t total_steps = steps_per_epoch * c.epochs;
+  auto sched = examples::warmup_cosine(opt, c.lr, c.warmup_steps, total_steps);
+  if (dp.writer()) {
+    fmt::print("model: ViT dim {} depth {} heads {} mlp {}, {} patches + CLS, {} parameters\n",
+               c.dim, c.depth, c.heads, c.mlp, model.grid()[0] * model.grid()[1],
+               model.num_parameters());
+    fmt::print("{} steps ({} per epoch, batch {})\n", total_steps, steps_per_epoch, c.batch_size);
+    if (dp.world_size() > 1)
+      fmt::print("data-parallel: {} processes, {} images each per step\n", dp.world_size(),
+                 lopts.batch_size);
+  }
+
+  // --- training -------------------------------------------------------------------------------
+  examples::TrainingRun training(
+      {.out = c.out,
+       .resume = c.resume,
+       .stop_after = c.stop_after,
+       .steps_per_epoch = steps_per_epoch,
+       .total_steps = total_steps,
+       .metrics = {{"test_accuracy", "test accuracy"}, {"test_loss", "test loss", true}},
+       .log_lr = true,
+       .writer = dp.writer(),
+       .start = t0},
+      model, opt, sched.get(), loader);
+  dp.own_random_stream();
+  model.train();
+  while (auto batch = training.next_batch(loader)) {
+    Tensor loss;
+    {
+      autocast::Scope autocast_scope(c.bf16);  // forward and loss; backward outside, as PyTorch's
+      Tensor logits =
+          model.forward(c.augment ? examples::augment_fashion(batch->images) : batch->images);
+      loss = cross_entropy(logits, batch->labels, {.label_smoothing = c.label_smoothing});
+    }
+    opt.zero_grad();
+    dp.backward(loss);  // loss.backward(); under mpirun, then the gradients' mean over processes
+    optim::clip_grad_norm_(model.parameters(), 1.0);
+    opt.step();
+    sched->step();
+    if (training.step_done(dp.mean(loss.item()), batch->labels.numel() * dp.world_size())) {
+      // Rank 0 evaluates; the others go on to the next step and wait for it there.
+      const examples::Evaluation e = dp.writer()
+                                         ? evaluate(model, d, c.label_smoothing, c.bf16)
+                                         : examples::Evaluation{examples::ConfusionMatrix({})};
+      training.end_epoch({e.confusion.accuracy(), e.loss});
+    }
+  }
+  if (training.stopped() || !dp.writer()) return 0;
+
+  report(model, d, c, training, dp);
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) { return examples::guarded_main(argc, argv, run); }
+int main(int argc, char** argv) { return examples::distributed_main(argc, argv, run); }
