@@ -45,7 +45,7 @@ class LangIdAdapter : public ModelAdapter {
   // up to kMinGroupTokens real tokens, so that the products stay large).
   std::vector<Prediction> predict(const std::vector<const Input*>& batch) override;
   static constexpr double kMaxPadding = 1.25;
-  static constexpr int64_t kMinGroupTokens = 512;
+  static constexpr int64_t kMinGroupTokens = 256;
   std::string describe() const override;
   const LangIdConfig& config() const { return config_; }
 
