@@ -242,10 +242,11 @@ int main(int argc, char** argv) {
   if (o.model_size != "both") sizes = {o.model_size};
   for (const std::string& size : sizes) {
     const std::vector<std::string> model_flags =
-        size == "small" ? std::vector<std::string>{}
-                        : std::vector<std::string>{"--random-model", "--d-model", "256",
-                                                   "--layers", "4", "--heads", "8", "--ffn",
-                                                   "1024", "--max-len", "128"};
+        size == "small"
+            ? std::vector<std::string>{}
+            : std::vector<std::string>{
+                  "--random-model", "--d-model", "256",       "--layers", "4", "--heads", "8",
+                  "--ffn",          "1024",      "--max-len", "128"};
     for (const bool batching : {true, false}) {
       const std::string mode = batching ? "batched" : "single";
       std::vector<std::string> flags =

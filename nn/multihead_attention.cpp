@@ -244,7 +244,8 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   auto project = [&](const Tensor& x, int64_t first, int64_t count) {
     if (quantized_in_proj_) return quantized_in_proj_->forward_for(*this, x, first, count);
     if (packed() && count == 3) return linear(x, in_proj_weight_, b);
-    if (packed()) return linear(x, rows(in_proj_weight_, first, count, I), rows(b, first, count, I));
+    if (packed())
+      return linear(x, rows(in_proj_weight_, first, count, I), rows(b, first, count, I));
     const Tensor& w = first == 0 ? q_proj_weight_ : first == 1 ? k_proj_weight_ : v_proj_weight_;
     return linear(x, w, rows(b, first, 1, I));
   };

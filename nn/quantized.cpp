@@ -233,8 +233,8 @@ QuantizedLinear::QuantizedLinear(const char* what, const Tensor& w, const Tensor
     throw DTypeError(
         fmt::format("{}: the weight must be float32, got {}", what, dtype_name(w.dtype())));
   if (w.dim() != 2)
-    throw ShapeError(fmt::format("{}: the weight must be 2-D (out, in), got {}", what,
-                                 shape_str(w.shape())));
+    throw ShapeError(
+        fmt::format("{}: the weight must be 2-D (out, in), got {}", what, shape_str(w.shape())));
   const std::vector<float> values = w.contiguous().to_vector<float>();
   weight_int8_.resize(values.size());
   std::vector<float> scales(out_features_);
@@ -273,8 +273,7 @@ Tensor int8_products(const char* what, const Tensor& x,
     throw ShapeError(fmt::format("{}: input of shape {} does not end in in_features = {}", what,
                                  shape_str(x.shape()), in));
   if (x.dtype() != kFloat32)
-    throw DTypeError(
-        fmt::format("{}: input must be float32, got {}", what, dtype_name(x.dtype())));
+    throw DTypeError(fmt::format("{}: input must be float32, got {}", what, dtype_name(x.dtype())));
   if (GradMode::enabled() && x.requires_grad())
     throw AutogradError(fmt::format(
         "{}: inference only, the input requires grad; run it under NoGradGuard or detach the "
@@ -396,8 +395,8 @@ int64_t quantize_dynamic(Module& module, const QuantizeOptions& options) {
     }
     if (auto* a = dynamic_cast<MultiheadAttention*>(m)) {
       const bool quantise = a->out_proj()->weight().dtype() == kFloat32;
-      mhas.emplace_back(a, quantise ? std::make_shared<const QuantizedInProjection>(*a, options)
-                                    : nullptr);
+      mhas.emplace_back(
+          a, quantise ? std::make_shared<const QuantizedInProjection>(*a, options) : nullptr);
     }
   }
   int64_t count = 0;

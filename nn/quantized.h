@@ -102,7 +102,8 @@ class QuantizedLinear {
 // float path's one GEMM over the packed weight does. The attention's own products stay float32.
 class QuantizedInProjection {
  public:
-  explicit QuantizedInProjection(const MultiheadAttention& mha, const QuantizeOptions& options = {});
+  explicit QuantizedInProjection(const MultiheadAttention& mha,
+                                 const QuantizeOptions& options = {});
   // x (.., in) -> (.., count * I): blocks [first, first + count) (0 q, 1 k, 2 v); count > 1 only
   // for a packed weight. Checks eval mode, no grad and stale weights as forward_for does.
   Tensor forward_for(const MultiheadAttention& mha, const Tensor& x, int64_t first,

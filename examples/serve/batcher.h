@@ -4,9 +4,9 @@
 // queued, then runs it together with the queued requests closest to it in length (less
 // padding), as one padded batch. The oldest request is always in the next batch, so none
 // starves. Submitting wakes the worker only when it has something to do (the queue was empty, or
-// now holds max_batch), not once per request. All model work happens on that one thread, with the model's threads (--threads):
-// HTTP threads only parse, wait and answer, so they never compete with the model's
-// OpenMP team for the cores (the busy-CPU collapse of issue 16).
+// now holds max_batch), not once per request. All model work happens on that one thread, with
+// the model's threads (--threads): HTTP threads only parse, prepare, wait and answer, so they
+// never compete with the model's OpenMP team for the cores (the busy-CPU collapse of issue 16).
 #pragma once
 #include <atomic>
 #include <chrono>

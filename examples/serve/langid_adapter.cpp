@@ -168,8 +168,7 @@ std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& 
     for (; end < order.size(); ++end) {
       const int64_t next = rows[order[end]].length;
       const auto padded = static_cast<double>(static_cast<int64_t>(end - begin + 1) * next);
-      if (real >= kMinGroupTokens && padded > kMaxPadding * static_cast<double>(real + next))
-        break;
+      if (real >= kMinGroupTokens && padded > kMaxPadding * static_cast<double>(real + next)) break;
       real += next;
     }
     std::vector<std::vector<int64_t>> tokens, bigrams, trigrams;

@@ -95,7 +95,7 @@ int run(int argc, char** argv) {
                     c.checkpoint, Config().checkpoint));
   std::unique_ptr<serve::ModelAdapter> model;
   const nn::LongInputOptions long_input{nn::parse_long_input_mode(c.long_input), 0,
-                                       static_cast<size_t>(c.stride)};
+                                        static_cast<size_t>(c.stride)};
   if (vit) {
     model = std::make_unique<serve::VitAdapter>(c.checkpoint, c.heads);
   } else if (c.random_model) {

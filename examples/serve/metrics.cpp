@@ -40,8 +40,7 @@ void Metrics::request(const std::string& path, int status, double seconds) {
   if (path == "/v1/predict") latency_.observe(seconds);
 }
 
-void Metrics::batch(int64_t size, int64_t queue_depth, double worker_cpu_seconds,
-                    int64_t wakeups) {
+void Metrics::batch(int64_t size, int64_t queue_depth, double worker_cpu_seconds, int64_t wakeups) {
   std::lock_guard lock(mu_);
   batch_sizes_.observe(static_cast<double>(size));
   queue_depth_ = queue_depth;

@@ -44,8 +44,7 @@ class Metrics {
     std::lock_guard lock(mu_);
     return received_;
   }
-  void batch(int64_t size, int64_t queue_depth, double worker_cpu_seconds = 0,
-             int64_t wakeups = 0);
+  void batch(int64_t size, int64_t queue_depth, double worker_cpu_seconds = 0, int64_t wakeups = 0);
   // CPU seconds (CLOCK_THREAD_CPUTIME_ID) one /v1/predict handler spent on its HTTP thread:
   // parsing, tokenising, queueing, building the answer (not httplib's reading and writing).
   void handler_cpu(double seconds) {

@@ -1,7 +1,7 @@
 // Dynamic int8 quantisation (nn/quantized.h): QuantizedLinear and MultiheadAttention's input
-// projections against float within the quantisation error bound, the 4x smaller weights, the vectorised activation quantisation against
-// its scalar formula, quantize_dynamic on a Transformer encoder, and the inference-only and
-// stale-weight errors.
+// projections against float within the quantisation error bound, the 4x smaller weights, the
+// vectorised activation quantisation against its scalar formula, quantize_dynamic on a Transformer
+// encoder, and the inference-only and stale-weight errors.
 #include "nabla/nn/quantized.h"
 
 #include <cmath>
@@ -40,8 +40,8 @@ void check_bound(const Tensor& weight, const Tensor& bias, const Tensor& x, cons
   const int64_t in = weight.size(1), out = weight.size(0);
   const auto xv = x.contiguous().to_vector<float>();
   const auto wv = weight.contiguous().to_vector<float>();
-  const auto bv = bias.defined() ? bias.contiguous().to_vector<float>()
-                                 : std::vector<float>(out, 0.0f);
+  const auto bv =
+      bias.defined() ? bias.contiguous().to_vector<float>() : std::vector<float>(out, 0.0f);
   const auto gv = got.contiguous().to_vector<float>();
   REQUIRE(static_cast<int64_t>(w_scales.size()) == out);
   float lo = 0, hi = 0;
@@ -72,8 +72,7 @@ void check_bound(const Tensor& weight, const Tensor& bias, const Tensor& x, cons
 
 void check_within_bound(const nn::Linear& linear, const nn::QuantizedLinear& q, const Tensor& x) {
   NoGradGuard no_grad;
-  check_bound(linear.weight(), linear.bias(), x, q.forward(x), q.weight_scales(),
-              q.reduce_range());
+  check_bound(linear.weight(), linear.bias(), x, q.forward(x), q.weight_scales(), q.reduce_range());
 }
 
 }  // namespace
