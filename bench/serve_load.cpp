@@ -284,17 +284,18 @@ int main(int argc, char** argv) {
             size, mode, clients, r.ok, r.errors, r.lost, r.rps, r.p50_ms, r.p99_ms,
             rss_mb(server.pid()));
         // CPU per request (us): client, server process, its predict handlers, its batch worker;
-        // batches: mean size, worker wake-ups per batch; tokens padded per real token.
+        // batches: mean size, worker wake-ups per batch; real tokens (all windows) per request and
+        // tokens padded per real token.
         fmt::print(
             "      cpu us/request: client {:.0f}, server {:.0f} (handlers {:.0f}, batch worker "
             "{:.0f}); mean batch {:.1f}, wake-ups/batch {:.1f}, forwards/batch {:.2f}, "
-            "padded/real tokens {:.2f}\n",
+            "tokens/request {:.0f}, padded/real tokens {:.2f}\n",
             1e6 * r.client_cpu_s / n, 1e6 * server_cpu / n,
             1e6 * delta("nabla_serve_cpu_seconds_total{part=\"http_handlers\"}") / n,
             1e6 * delta("nabla_serve_cpu_seconds_total{part=\"batch_worker\"}") / n,
             batches > 0 ? delta("nabla_serve_batch_size_sum") / batches : 0,
             batches > 0 ? delta("nabla_serve_worker_wakeups_total") / batches : 0,
-            batches > 0 ? delta("nabla_serve_model_forwards_total") / batches : 0,
+            batches > 0 ? delta("nabla_serve_model_forwards_total") / batches : 0, real / n,
             real > 0 ? padded / real : 0);
         result += fmt::format(
             " {}_rps={:.1f} {}_p50_ms={:.2f} {}_p99_ms={:.2f} {}_client_cpu_us={:.0f} "
