@@ -21,6 +21,7 @@
 #include "nabla/core/error.h"
 #include "nabla/core/machine.h"
 #include "nabla/nn/init.h"
+#include "nabla/nn/quantized.h"
 #include "nabla/ops/arithmetic.h"
 #include "nabla/ops/attention.h"
 #include "nabla/ops/compare.h"
@@ -239,25 +240,26 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   };
   Tensor qp, kp, vp;  // (.., I) each
   const Tensor& b = in_proj_bias_;
+  // Blocks [first, first + count) of the projections (0 q, 1 k, 2 v) side by side.
+  auto project = [&](const Tensor& x, int64_t first, int64_t count) {
+    if (quantized_in_proj_) return quantized_in_proj_->forward_for(*this, x, first, count);
+    if (packed() && count == 3) return linear(x, in_proj_weight_, b);
+    if (packed())
+      return linear(x, rows(in_proj_weight_, first, count, I), rows(b, first, count, I));
+    const Tensor& w = first == 0 ? q_proj_weight_ : first == 1 ? k_proj_weight_ : v_proj_weight_;
+    return linear(x, w, rows(b, first, 1, I));
+  };
   if (reuse_kv) {
-    qp = linear(q, packed() ? rows(in_proj_weight_, 0, 1, I) : q_proj_weight_, rows(b, 0, 1, I));
+    qp = project(q, 0, 1);
   } else if (packed() && query.same(key) && key.same(value)) {  // self-attention: one GEMM
-    Tensor p = linear(q, in_proj_weight_, b);
+    Tensor p = project(q, 0, 3);
     qp = p.narrow(2, 0, I), kp = p.narrow(2, I, I), vp = p.narrow(2, 2 * I, I);
-  } else if (packed()) {
-    const Tensor& w = in_proj_weight_;
-    qp = linear(q, rows(w, 0, 1, I), rows(b, 0, 1, I));
-    if (key.same(value)) {
-      Tensor p = linear(k, rows(w, 1, 2, I), rows(b, 1, 2, I));
-      kp = p.narrow(2, 0, I), vp = p.narrow(2, I, I);
-    } else {
-      kp = linear(k, rows(w, 1, 1, I), rows(b, 1, 1, I));
-      vp = linear(v, rows(w, 2, 1, I), rows(b, 2, 1, I));
-    }
+  } else if (packed() && key.same(value)) {
+    qp = project(q, 0, 1);
+    Tensor p = project(k, 1, 2);
+    kp = p.narrow(2, 0, I), vp = p.narrow(2, I, I);
   } else {
-    qp = linear(q, q_proj_weight_, rows(b, 0, 1, I));
-    kp = linear(k, k_proj_weight_, rows(b, 1, 1, I));
-    vp = linear(v, v_proj_weight_, rows(b, 2, 1, I));
+    qp = project(q, 0, 1), kp = project(k, 1, 1), vp = project(v, 2, 1);
   }
   // (B, len, I) or (len, B, I) -> (B, H, len, d): a view.
   auto heads = [&](const Tensor& t) {

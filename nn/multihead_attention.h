@@ -19,6 +19,8 @@
 
 namespace nabla::nn {
 
+class QuantizedInProjection;  // nn/quantized.h
+
 // Masks and switches of one MultiheadAttention::forward call. B batch, L query length, S key
 // length, H heads. Bool masks: true = this position may NOT be attended (PyTorch's convention);
 // float masks are added to the attention logits (-inf masks a position). A query row whose keys
@@ -91,6 +93,14 @@ class MultiheadAttention : public Module {
   const Tensor& k_proj_weight() const { return k_proj_weight_; }
   const Tensor& v_proj_weight() const { return v_proj_weight_; }
   const std::shared_ptr<Linear>& out_proj() const { return out_proj_; }
+  // Inference through int8 copies of the input projections (nn/quantized.h: quantize_dynamic);
+  // null: float.
+  void set_quantized_in_proj(std::shared_ptr<const QuantizedInProjection> q) {
+    quantized_in_proj_ = std::move(q);
+  }
+  const std::shared_ptr<const QuantizedInProjection>& quantized_in_proj() const {
+    return quantized_in_proj_;
+  }
 
  private:
   void check_inputs(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -101,6 +111,7 @@ class MultiheadAttention : public Module {
   bool batch_first_;
   Tensor in_proj_weight_, q_proj_weight_, k_proj_weight_, v_proj_weight_, in_proj_bias_;
   std::shared_ptr<Linear> out_proj_;
+  std::shared_ptr<const QuantizedInProjection> quantized_in_proj_;
   Generator* gen_;
 };
 

@@ -5,21 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "nabla/core/allocator.h"
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
-#include "nabla/core/machine.h"
-#include "nabla/core/parallel.h"
 #include "nabla/ops/kernels/onednn.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace nabla::nn {
 namespace {
@@ -35,120 +27,6 @@ onednn::Activation to_onednn(std::optional<LinearActivation> act) {
       return onednn::Activation::GELUTanh;
   }
   return onednn::Activation::None;
-}
-
-// The range and quantisation kernels, one per SIMD row; each takes [b, e) of the arrays.
-// NaN is tracked apart (min and max skip it): x != x only for a NaN.
-void range_scalar(const float* x, int64_t b, int64_t e, float& lo, float& hi, bool& nan) {
-  for (int64_t i = b; i < e; ++i)
-    lo = std::min(lo, x[i]), hi = std::max(hi, x[i]), nan |= x[i] != x[i];
-}
-void quantize_scalar(const float* x, int64_t b, int64_t e, float inv_scale, float zp, float qmax,
-                     uint8_t* out) {
-  for (int64_t i = b; i < e; ++i)
-    out[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(x[i] * inv_scale) + zp, 0.0f, qmax));
-}
-
-#if defined(__x86_64__)
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*, which its -Wuninitialized reports
-// (GCC bug 105593, fixed in GCC 13); nothing here reads an undefined lane.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) int64_t range_avx512(const float* x, int64_t b, int64_t e,
-                                                        float& lo, float& hi, bool& nan) {
-  __m512 l0 = _mm512_set1_ps(lo), h0 = _mm512_set1_ps(hi), l1 = l0, h1 = h0;
-  __mmask16 bad = 0;
-  int64_t i = b;
-  for (; i + 32 <= e; i += 32) {
-    const __m512 a = _mm512_loadu_ps(x + i), c = _mm512_loadu_ps(x + i + 16);
-    bad |= _mm512_cmp_ps_mask(a, c, _CMP_UNORD_Q);  // a NaN in either
-    l0 = _mm512_min_ps(l0, a), h0 = _mm512_max_ps(h0, a);
-    l1 = _mm512_min_ps(l1, c), h1 = _mm512_max_ps(h1, c);
-  }
-  alignas(64) float ls[16], hs[16];
-  _mm512_store_ps(ls, _mm512_min_ps(l0, l1)), _mm512_store_ps(hs, _mm512_max_ps(h0, h1));
-  lo = *std::min_element(ls, ls + 16), hi = *std::max_element(hs, hs + 16);
-  nan |= bad != 0;
-  return i;
-}
-// 16 floats -> 16 bytes: round half to even, add the zero point, clamp, narrow.
-__attribute__((target("avx512f"))) int64_t quantize_avx512(const float* x, int64_t b, int64_t e,
-                                                           float inv_scale, float zp, float qmax,
-                                                           uint8_t* out) {
-  const __m512 inv = _mm512_set1_ps(inv_scale), z = _mm512_set1_ps(zp), top = _mm512_set1_ps(qmax),
-               zero = _mm512_setzero_ps();
-  int64_t i = b;
-  for (; i + 16 <= e; i += 16) {
-    __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), inv),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, z), zero), top);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(v)));
-  }
-  return i;
-}
-#pragma GCC diagnostic pop
-
-__attribute__((target("avx2"))) int64_t range_avx2(const float* x, int64_t b, int64_t e, float& lo,
-                                                   float& hi, bool& nan) {
-  __m256 l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi), bad = _mm256_setzero_ps();
-  int64_t i = b;
-  for (; i + 8 <= e; i += 8) {
-    const __m256 a = _mm256_loadu_ps(x + i);
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-    l = _mm256_min_ps(l, a), h = _mm256_max_ps(h, a);
-  }
-  alignas(32) float ls[8], hs[8];
-  _mm256_store_ps(ls, l), _mm256_store_ps(hs, h);
-  lo = *std::min_element(ls, ls + 8), hi = *std::max_element(hs, hs + 8);
-  nan |= _mm256_movemask_ps(bad) != 0;
-  return i;
-}
-// 8 floats -> 8 int32: round half to even, add the zero point, clamp.
-__attribute__((target("avx2"), always_inline)) inline __m256i quantize8_avx2(const float* x,
-                                                                             __m256 inv, __m256 z,
-                                                                             __m256 top) {
-  const __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  return _mm256_cvtps_epi32(
-      _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, z), _mm256_setzero_ps()), top));
-}
-// 32 floats -> 32 bytes; the two packs interleave 128-bit lanes, the permute restores the order.
-__attribute__((target("avx2"))) int64_t quantize_avx2(const float* x, int64_t b, int64_t e,
-                                                      float inv_scale, float zp, float qmax,
-                                                      uint8_t* out) {
-  const __m256 inv = _mm256_set1_ps(inv_scale), z = _mm256_set1_ps(zp), top = _mm256_set1_ps(qmax);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  int64_t i = b;
-  for (; i + 32 <= e; i += 32) {
-    const __m256i w01 = _mm256_packus_epi32(quantize8_avx2(x + i, inv, z, top),
-                                            quantize8_avx2(x + i + 8, inv, z, top));
-    const __m256i w23 = _mm256_packus_epi32(quantize8_avx2(x + i + 16, inv, z, top),
-                                            quantize8_avx2(x + i + 24, inv, z, top));
-    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bytes);
-  }
-  return i;
-}
-#endif
-
-void range_part(const float* x, int64_t b, int64_t e, float& lo, float& hi, bool& nan) {
-#if defined(__x86_64__)
-  const machine::Isa simd = machine::profile().simd;
-  if (simd == machine::Isa::Avx512) b = range_avx512(x, b, e, lo, hi, nan);
-  if (simd >= machine::Isa::Avx2) b = range_avx2(x, b, e, lo, hi, nan);
-#endif
-  range_scalar(x, b, e, lo, hi, nan);
-}
-void quantize_part(const float* x, int64_t b, int64_t e, float inv_scale, float zp, float qmax,
-                   uint8_t* out) {
-#if defined(__x86_64__)
-  const machine::Isa simd = machine::profile().simd;
-  if (simd == machine::Isa::Avx512) b = quantize_avx512(x, b, e, inv_scale, zp, qmax, out);
-  if (simd >= machine::Isa::Avx2) b = quantize_avx2(x, b, e, inv_scale, zp, qmax, out);
-#endif
-  quantize_scalar(x, b, e, inv_scale, zp, qmax, out);
 }
 
 // The quantised activations' buffer, from nabla's caching allocator: a call reuses the block the
@@ -170,123 +48,104 @@ class ByteBuffer {
 
 }  // namespace
 
-ActivationQuantization choose_activation_quantization(float lo, float hi, bool reduce_range) {
-  ActivationQuantization q;
-  q.qmax = reduce_range ? 127 : 255;
-  lo = std::min(lo, 0.0f), hi = std::max(hi, 0.0f);  // 0 is exact, as padding needs
-  q.scale = (hi - lo) / static_cast<float>(q.qmax);
-  if (q.scale == 0.0f || std::isinf(1.0f / q.scale)) q.scale = 0.1f;  // choose_qparams' choice
-  const float zp = std::nearbyint(-lo / q.scale);
-  q.zero_point = static_cast<int32_t>(std::clamp(zp, 0.0f, static_cast<float>(q.qmax)));
-  return q;
-}
-
-std::pair<float, float> activation_range(const float* x, int64_t n) {
-  const int64_t parts = n * 2 >= parallel_grain() && !in_parallel_part() ? split_parts() : 1;
-  std::vector<float> lo(parts, std::numeric_limits<float>::infinity()),
-      hi(parts, -std::numeric_limits<float>::infinity());
-  std::vector<char> nan(parts, 0);
-  run_parts(parts, [&](int64_t p) {
-    bool bad = false;
-    range_part(x, n * p / parts, n * (p + 1) / parts, lo[p], hi[p], bad);
-    nan[p] = bad;
-  });
-  if (std::find(nan.begin(), nan.end(), 1) != nan.end()) return {NAN, NAN};
-  return {*std::min_element(lo.begin(), lo.end()), *std::max_element(hi.begin(), hi.end())};
-}
-
-void quantize_activations(const float* x, int64_t n, const ActivationQuantization& q,
-                          uint8_t* out) {
-  const float inv_scale = 1.0f / q.scale, zp = static_cast<float>(q.zero_point),
-              qmax = static_cast<float>(q.qmax);
-  parallel_for(n, 2,
-               [&](int64_t b, int64_t e) { quantize_part(x, b, e, inv_scale, zp, qmax, out); });
-}
-
-bool default_reduce_range() {
-  // The kernel's flag names in /proc/cpuinfo: clang 14's __builtin_cpu_supports does not know
-  // "avxvnni" (a compile error), and gcc's does not know every VNNI flag on every target.
-  static const bool reduce = [] {
-    std::ifstream cpuinfo("/proc/cpuinfo");
-    for (std::string line; std::getline(cpuinfo, line);)
-      if (line.rfind("flags", 0) == 0)
-        return line.find(" avx512_vnni") == std::string::npos &&
-               line.find(" avx_vnni") == std::string::npos;
-    return true;
-  }();
-  return reduce;
-}
-
 QuantizedLinear::QuantizedLinear(const Linear& linear, const QuantizeOptions& options)
-    : in_features_(linear.in_features()),
-      out_features_(linear.out_features()),
+    : QuantizedLinear("QuantizedLinear", linear.weight(), linear.bias(), options) {}
+
+QuantizedLinear::QuantizedLinear(const char* what, const Tensor& w, const Tensor& bias,
+                                 const QuantizeOptions& options)
+    : in_features_(w.dim() == 2 ? w.size(1) : 0),
+      out_features_(w.dim() == 2 ? w.size(0) : 0),
       reduce_range_(options.reduce_range.value_or(default_reduce_range())),
-      bias_(linear.bias()),
-      source_storage_(linear.weight().storage().get()),
-      source_version_(linear.weight().storage()->version()) {
-  onednn::require("QuantizedLinear");
-  const Tensor& w = linear.weight();
+      bias_(bias),
+      source_storage_(w.storage().get()),
+      source_version_(w.storage()->version()) {
+  onednn::require(what);
   if (w.dtype() != kFloat32)
-    throw DTypeError(fmt::format("QuantizedLinear: the Linear's weight must be float32, got {}",
-                                 dtype_name(w.dtype())));
+    throw DTypeError(
+        fmt::format("{}: the weight must be float32, got {}", what, dtype_name(w.dtype())));
+  if (w.dim() != 2)
+    throw ShapeError(
+        fmt::format("{}: the weight must be 2-D (out, in), got {}", what, shape_str(w.shape())));
   const std::vector<float> values = w.contiguous().to_vector<float>();
-  std::vector<int8_t> rows(values.size());
+  weight_int8_.resize(values.size());
   std::vector<float> scales(out_features_);
   for (int64_t j = 0; j < out_features_; ++j) {
     const float* row = values.data() + j * in_features_;
     float max_abs = 0.0f;
     for (int64_t t = 0; t < in_features_; ++t) max_abs = std::max(max_abs, std::fabs(row[t]));
     if (!std::isfinite(max_abs))
-      throw ValueError(fmt::format("QuantizedLinear: weight row {} holds a non-finite value", j));
+      throw ValueError(fmt::format("{}: weight row {} holds a non-finite value", what, j));
     const float scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
     scales[j] = scale;
     for (int64_t t = 0; t < in_features_; ++t)
-      rows[j * in_features_ + t] =
+      weight_int8_[j * in_features_ + t] =
           static_cast<int8_t>(std::clamp(std::nearbyint(row[t] / scale), -127.0f, 127.0f));
   }
-  weight_ = onednn::PackedInt8Weights(out_features_, in_features_, rows.data(), scales.data());
+  weight_ =
+      onednn::PackedInt8Weights(out_features_, in_features_, weight_int8_.data(), scales.data());
 }
 
-int64_t QuantizedLinear::weight_bytes() const {
-  return weight_.packed_bytes() + out_features_ * static_cast<int64_t>(sizeof(float));
+bool QuantizedLinear::stale(const Tensor& weight) const {
+  return weight.storage().get() != source_storage_ ||
+         weight.storage()->version() != source_version_;
 }
 
-Tensor QuantizedLinear::forward(const Tensor& x, std::optional<LinearActivation> act) const {
-  if (x.dim() < 1 || x.size(-1) != in_features_)
-    throw ShapeError(
-        fmt::format("QuantizedLinear: input of shape {} does not end in in_features = {}",
-                    shape_str(x.shape()), in_features_));
+namespace {
+
+// x (.., in) through the int8 products of `parts` (one input width, one reduce_range), written
+// side by side into (.., sum of their out_features): the input is quantised once for all.
+Tensor int8_products(const char* what, const Tensor& x,
+                     const std::vector<const QuantizedLinear*>& parts,
+                     std::optional<LinearActivation> act) {
+  const int64_t in = parts.front()->in_features();
+  int64_t width = 0;
+  for (const QuantizedLinear* part : parts) width += part->out_features();
+  if (x.dim() < 1 || x.size(-1) != in)
+    throw ShapeError(fmt::format("{}: input of shape {} does not end in in_features = {}", what,
+                                 shape_str(x.shape()), in));
   if (x.dtype() != kFloat32)
-    throw DTypeError(
-        fmt::format("QuantizedLinear: input must be float32, got {}", dtype_name(x.dtype())));
+    throw DTypeError(fmt::format("{}: input must be float32, got {}", what, dtype_name(x.dtype())));
   if (GradMode::enabled() && x.requires_grad())
-    throw AutogradError(
-        "QuantizedLinear: inference only, the input requires grad; run it under NoGradGuard or "
-        "detach the input (nn::dequantize gives the float layer back for training)");
+    throw AutogradError(fmt::format(
+        "{}: inference only, the input requires grad; run it under NoGradGuard or detach the "
+        "input (nn::dequantize gives the float layer back for training)",
+        what));
   Shape out_shape = x.shape();
-  out_shape.back() = out_features_;
+  out_shape.back() = width;
   Tensor out = empty(out_shape, kFloat32);
   if (out.numel() == 0) return out;
-  const int64_t m = out.numel() / out_features_;
+  const int64_t m = out.numel() / width;
   const Tensor xc = x.detach().contiguous();
   const float* xp = xc.data_ptr<float>();
   const auto [lo, hi] =
       xc.numel() > 0 ? activation_range(xp, xc.numel()) : std::pair{0.0f, 0.0f};  // in = 0
   if (!std::isfinite(lo) || !std::isfinite(hi))
     throw ValueError(fmt::format(
-        "QuantizedLinear: input of shape {} holds non-finite values (min {}, max {}); int8 "
-        "quantisation needs finite inputs",
-        shape_str(x.shape()), lo, hi));
-  const ActivationQuantization q = choose_activation_quantization(lo, hi, reduce_range_);
+        "{}: input of shape {} holds non-finite values (min {}, max {}); int8 quantisation "
+        "needs finite inputs",
+        what, shape_str(x.shape()), lo, hi));
+  const ActivationQuantization q =
+      choose_activation_quantization(lo, hi, parts.front()->reduce_range());
   ByteBuffer xq(xc.numel());
   quantize_activations(xp, xc.numel(), q, xq.data());
-  onednn::Int8Linear p;
-  p.m = m, p.n = out_features_, p.k = in_features_, p.ldx = in_features_, p.ldc = out_features_;
-  p.x_scale = q.scale, p.x_zero_point = q.zero_point, p.activation = to_onednn(act);
-  const Tensor bias = bias_.defined() ? bias_.detach().contiguous() : Tensor();
-  onednn::linear_u8s8(p, xq.data(), weight_, bias.defined() ? bias.data_ptr<float>() : nullptr,
-                      out.data_ptr<float>());
+  int64_t column = 0;
+  for (const QuantizedLinear* part : parts) {
+    onednn::Int8Linear p;
+    p.m = m, p.n = part->out_features(), p.k = in, p.ldx = in, p.ldc = width;
+    p.x_scale = q.scale, p.x_zero_point = q.zero_point, p.activation = to_onednn(act);
+    const Tensor bias = part->bias().defined() ? part->bias().detach().contiguous() : Tensor();
+    onednn::linear_u8s8(p, xq.data(), part->packed_weight(),
+                        bias.defined() ? bias.data_ptr<float>() : nullptr,
+                        out.data_ptr<float>() + column);
+    column += part->out_features();
+  }
   return out;
+}
+
+}  // namespace
+
+Tensor QuantizedLinear::forward(const Tensor& x, std::optional<LinearActivation> act) const {
+  return int8_products("QuantizedLinear", x, {this}, act);
 }
 
 Tensor QuantizedLinear::forward_for(const Linear& linear, const Tensor& x,
@@ -295,29 +154,92 @@ Tensor QuantizedLinear::forward_for(const Linear& linear, const Tensor& x,
     throw AutogradError(
         "Linear: quantised by quantize_dynamic, which is inference only, but the module is in "
         "training mode; call eval(), or nn::dequantize to train in float");
-  if (linear.weight().storage().get() != source_storage_ ||
-      linear.weight().storage()->version() != source_version_)
+  if (stale(linear.weight()))
     throw ValueError(
         "Linear: the weight changed after quantize_dynamic (load_state_dict, an optimizer step or "
         "to()), so its int8 copy is stale; call nn::quantize_dynamic again");
   return forward(x, act);
 }
 
+namespace {
+
+// The q, k, v weights of `mha` and their biases (row blocks of the packed ones).
+std::vector<std::pair<Tensor, Tensor>> in_projection_blocks(const MultiheadAttention& mha) {
+  const Tensor& b = mha.in_proj_bias();
+  std::vector<std::pair<Tensor, Tensor>> blocks;
+  const int64_t rows =
+      mha.packed() ? mha.in_proj_weight().size(0) / 3 : mha.q_proj_weight().size(0);
+  for (int64_t i = 0; i < 3; ++i) {
+    const Tensor bias = b.defined() ? b.narrow(0, i * rows, rows) : Tensor();
+    const Tensor w = mha.packed() ? mha.in_proj_weight().narrow(0, i * rows, rows)
+                     : i == 0     ? mha.q_proj_weight()
+                     : i == 1     ? mha.k_proj_weight()
+                                  : mha.v_proj_weight();
+    blocks.emplace_back(w, bias);
+  }
+  return blocks;
+}
+
+}  // namespace
+
+QuantizedInProjection::QuantizedInProjection(const MultiheadAttention& mha,
+                                             const QuantizeOptions& options) {
+  for (const auto& [w, b] : in_projection_blocks(mha))
+    blocks_.emplace_back("MultiheadAttention (int8 input projection)", w, b, options);
+}
+
+Tensor QuantizedInProjection::forward_for(const MultiheadAttention& mha, const Tensor& x,
+                                          int64_t first, int64_t count) const {
+  constexpr const char* what = "MultiheadAttention (int8 input projection)";
+  if (mha.is_training())
+    throw AutogradError(fmt::format(
+        "{}: quantised by quantize_dynamic, which is inference only, but the module is in "
+        "training mode; call eval(), or nn::dequantize to train in float",
+        what));
+  const auto blocks = in_projection_blocks(mha);
+  std::vector<const QuantizedLinear*> parts;
+  for (int64_t i = first; i < first + count; ++i) {
+    const QuantizedLinear& block = blocks_.at(static_cast<size_t>(i));
+    if (block.stale(blocks[static_cast<size_t>(i)].first) ||
+        block.out_features() != blocks[static_cast<size_t>(i)].first.size(0))
+      throw ValueError(fmt::format(
+          "{}: the weights changed after quantize_dynamic (load_state_dict, an optimizer step, "
+          "to() or prune_heads), so the int8 copy is stale; call nn::quantize_dynamic again",
+          what));
+    parts.push_back(&block);
+  }
+  return int8_products(what, x, parts, std::nullopt);
+}
+
 int64_t quantize_dynamic(Module& module, const QuantizeOptions& options) {
   onednn::require("nn::quantize_dynamic");
-  std::vector<Linear*> linears;
-  if (auto* self = dynamic_cast<Linear*>(&module)) linears.push_back(self);
-  for (const auto& [name, child] : module.named_modules())
-    if (auto* l = dynamic_cast<Linear*>(child.get())) linears.push_back(l);
+  std::vector<Module*> all{&module};
+  for (const auto& [name, child] : module.named_modules()) all.push_back(child.get());
   // Quantise every one first, then install: an error leaves the module as it was.
-  std::vector<std::pair<Linear*, std::shared_ptr<const QuantizedLinear>>> done;
-  for (Linear* l : linears)
-    if (l->weight().dtype() == kFloat32)
-      done.emplace_back(l, std::make_shared<const QuantizedLinear>(*l, options));
-  for (Linear* l : linears)
-    if (l->weight().dtype() != kFloat32) l->set_quantized(nullptr);  // e.g. after to(kFloat64)
-  for (auto& [l, q] : done) l->set_quantized(std::move(q));
-  return static_cast<int64_t>(done.size());
+  std::vector<std::pair<Linear*, std::shared_ptr<const QuantizedLinear>>> linears;
+  std::vector<std::pair<MultiheadAttention*, std::shared_ptr<const QuantizedInProjection>>> mhas;
+  for (Module* m : all) {
+    if (auto* l = dynamic_cast<Linear*>(m)) {
+      const bool quantise = l->weight().dtype() == kFloat32;
+      linears.emplace_back(l, quantise ? std::make_shared<const QuantizedLinear>(*l, options)
+                                       : nullptr);  // e.g. after to(kFloat64): float again
+    }
+    if (auto* a = dynamic_cast<MultiheadAttention*>(m)) {
+      const bool quantise = a->out_proj()->weight().dtype() == kFloat32;
+      mhas.emplace_back(
+          a, quantise ? std::make_shared<const QuantizedInProjection>(*a, options) : nullptr);
+    }
+  }
+  int64_t count = 0;
+  for (auto& [l, q] : linears) {
+    count += q != nullptr;
+    l->set_quantized(std::move(q));
+  }
+  for (auto& [a, q] : mhas) {
+    count += q != nullptr;
+    a->set_quantized_in_proj(std::move(q));
+  }
+  return count;
 }
 
 int64_t dequantize(Module& module) {
@@ -325,6 +247,10 @@ int64_t dequantize(Module& module) {
   auto undo = [&](Module& m) {
     if (auto* l = dynamic_cast<Linear*>(&m); l && l->quantized()) {
       l->set_quantized(nullptr);
+      ++count;
+    }
+    if (auto* a = dynamic_cast<MultiheadAttention*>(&m); a && a->quantized_in_proj()) {
+      a->set_quantized_in_proj(nullptr);
       ++count;
     }
   };
@@ -335,14 +261,25 @@ int64_t dequantize(Module& module) {
 
 QuantizedSize quantized_size(const Module& module) {
   QuantizedSize size;
-  auto add = [&](const Module& m) {
-    if (auto* l = dynamic_cast<const Linear*>(&m); l && l->quantized()) {
-      size.int8_bytes += l->quantized()->weight_bytes();
-      size.float_bytes += l->weight().numel() * static_cast<int64_t>(sizeof(float));
-    }
+  auto add = [&](const QuantizedLinear& q) {
+    size.int8_bytes += q.weight_bytes();
+    size.scale_bytes += q.scale_bytes();
+    size.float_bytes += q.weight_bytes() * static_cast<int64_t>(sizeof(float));
+    size.cache_bytes += q.cache_bytes();
   };
-  add(module);
-  for (const auto& [name, child] : module.named_modules()) add(*child);
+  auto visit = [&](const Module& m) {
+    if (auto* l = dynamic_cast<const Linear*>(&m); l && l->quantized()) add(*l->quantized());
+    if (auto* a = dynamic_cast<const MultiheadAttention*>(&m); a && a->quantized_in_proj())
+      for (int64_t i = 0; i < 3; ++i) add(a->quantized_in_proj()->block(i));
+  };
+  visit(module);
+  for (const auto& [name, child] : module.named_modules()) visit(*child);
+  for (const auto& [name, t] : module.named_parameters())
+    size.model_float_bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  for (const auto& [name, t] : module.named_buffers())
+    size.model_float_bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  size.model_quantized_bytes =
+      size.model_float_bytes - size.float_bytes + size.int8_bytes + size.scale_bytes;
   return size;
 }
 

@@ -1,5 +1,7 @@
 #include "examples/serve/batcher.h"
 
+#include <time.h>
+
 #include <algorithm>
 
 namespace nabla::serve {
@@ -15,11 +17,13 @@ Batcher::~Batcher() { stop(); }
 
 Batcher::Ticket Batcher::submit(Input input) {
   auto job = std::make_unique<Job>();
+  model_.prepare(input);
   job->length = model_.length(input);
   job->input = std::move(input);
   job->arrived = Clock::now();
   job->cancelled = std::make_shared<std::atomic<bool>>(false);
   Ticket ticket{job->promise.get_future(), job->cancelled};
+  bool wake = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_) throw QueueFull("the server is shutting down");
@@ -27,8 +31,11 @@ Batcher::Ticket Batcher::submit(Input input) {
       throw QueueFull("the request queue is full (" + std::to_string(options_.max_queue) +
                       " waiting); retry later");
     queue_.push_back(std::move(job));
+    // The worker waits either for a first request or, with one, for max_batch of them (or the
+    // deadline, which needs no notification): a wake-up for anything else finds nothing to do.
+    wake = worker_waits_for_first_ || static_cast<int64_t>(queue_.size()) >= options_.max_batch;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_one();  // the worker is the only waiter
   return ticket;
 }
 
@@ -71,24 +78,44 @@ std::vector<std::unique_ptr<Batcher::Job>> Batcher::take_batch() {
   return batch;
 }
 
+namespace {
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+}  // namespace
+
 void Batcher::work() {
   const auto max_wait = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(options_.max_wait_ms));
   for (;;) {
     std::vector<std::unique_ptr<Job>> batch;
-    int64_t depth = 0;
+    BatchStats stats;
+    double cpu0 = 0;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      worker_waits_for_first_ = true;
+      cv_.wait(lock, [&] {
+        ++wakeups_;
+        return stopping_ || !queue_.empty();
+      });
+      worker_waits_for_first_ = false;
       if (queue_.empty()) return;  // stopping and drained
       // Wait for company until the oldest request's max_wait is over (not when stopping: then
       // drain as fast as possible).
       const auto deadline = queue_.front()->arrived + max_wait;
       cv_.wait_until(lock, deadline, [&] {
+        ++wakeups_;
         return stopping_ || static_cast<int64_t>(queue_.size()) >= options_.max_batch;
       });
+      cpu0 = thread_cpu_seconds();
       batch = take_batch();
-      depth = static_cast<int64_t>(queue_.size());
+      stats.queue_depth = static_cast<int64_t>(queue_.size());
+      stats.wakeups = wakeups_;
+      wakeups_ = 0;
     }
     if (batch.empty()) continue;
     std::vector<const Input*> inputs;
@@ -99,7 +126,9 @@ void Batcher::work() {
     } catch (...) {
       for (auto& j : batch) j->promise.set_exception(std::current_exception());
     }
-    if (observer_) observer_(static_cast<int64_t>(batch.size()), depth);
+    stats.size = static_cast<int64_t>(batch.size());
+    stats.worker_cpu_seconds = thread_cpu_seconds() - cpu0;
+    if (observer_) observer_(stats);
   }
 }
 

@@ -3,9 +3,10 @@
 // oldest request, waits until max_wait has passed since it arrived or max_batch requests are
 // queued, then runs it together with the queued requests closest to it in length (less
 // padding), as one padded batch. The oldest request is always in the next batch, so none
-// starves. All model work happens on that one thread, with the model's threads (--threads):
-// HTTP threads only parse, wait and answer, so they never compete with the model's
-// OpenMP team for the cores (the busy-CPU collapse of issue 16).
+// starves. Submitting wakes the worker only when it has something to do (the queue was empty, or
+// now holds max_batch), not once per request. All model work happens on that one thread, with
+// the model's threads (--threads): HTTP threads only parse, prepare, wait and answer, so they
+// never compete with the model's OpenMP team for the cores (the busy-CPU collapse of issue 16).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -37,8 +38,16 @@ struct QueueFull : std::runtime_error {
 class Batcher {
  public:
   using Clock = std::chrono::steady_clock;
-  // Called on the worker thread after each batch with its size and the queue depth left.
-  using BatchObserver = std::function<void(int64_t batch_size, int64_t queue_depth)>;
+  // Called on the worker thread after each batch with its size, the queue depth left, the worker
+  // thread's CPU seconds for the batch (CLOCK_THREAD_CPUTIME_ID: taking it, the model's
+  // forward, answering; the model's other OpenMP threads not included) and how often the worker
+  // woke up for it.
+  struct BatchStats {
+    int64_t size = 0, queue_depth = 0;
+    double worker_cpu_seconds = 0;
+    int64_t wakeups = 0;
+  };
+  using BatchObserver = std::function<void(const BatchStats&)>;
 
   Batcher(ModelAdapter& model, BatcherOptions options, BatchObserver observer = {});
   ~Batcher();  // stop()
@@ -52,7 +61,8 @@ class Batcher {
     std::shared_ptr<std::atomic<bool>> cancelled;
     void cancel() const { cancelled->store(true); }
   };
-  // Queues one input; throws QueueFull when max_queue requests wait or after stop().
+  // Prepares (ModelAdapter::prepare, on the calling thread) and queues one input; throws
+  // QueueFull when max_queue requests wait or after stop().
   Ticket submit(Input input);
 
   // Refuses new requests, finishes every queued one, joins the worker. Idempotent.
@@ -78,6 +88,8 @@ class Batcher {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> queue_;
   bool stopping_ = false;
+  bool worker_waits_for_first_ = false;  // the worker sleeps until the queue is non-empty
+  int64_t wakeups_ = 0;                  // the worker's wake-ups since its last batch
   std::thread worker_;
 };
 

@@ -112,46 +112,113 @@ std::string LangIdAdapter::describe() const {
       nn::long_input_mode_name(long_input_.mode));
 }
 
-std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& batch) {
-  NoGradGuard no_grad;
-  // Every input's windows become rows of one padded batch.
-  std::vector<std::vector<nn::TokenWindow>> windows;
-  std::vector<std::vector<int64_t>> tokens, bigrams, trigrams;
+void LangIdAdapter::prepare(Input& in) const {
   const int64_t hash_buckets = std::max<int64_t>(config_.ngram_buckets, 2);
-  for (const Input* in : batch) {
-    windows.push_back(nn::long_input_windows(in->tokens.size(), long_input_));
-    for (const auto& w : windows.back()) {
-      const auto first = in->tokens.begin() + static_cast<std::ptrdiff_t>(w.begin);
-      tokens.emplace_back(first, first + static_cast<std::ptrdiff_t>(w.size()));
-      bigrams.push_back(examples::ngram_ids(tokens.back(), 2, hash_buckets));
-      trigrams.push_back(examples::ngram_ids(tokens.back(), 3, hash_buckets));
-    }
+  in.windows = nn::long_input_windows(in.tokens.size(), long_input_);
+  in.window_tokens.clear(), in.window_bigrams.clear(), in.window_trigrams.clear();
+  for (const auto& w : in.windows) {
+    const auto first = in.tokens.begin() + static_cast<std::ptrdiff_t>(w.begin);
+    in.window_tokens.emplace_back(first, first + static_cast<std::ptrdiff_t>(w.size()));
+    in.window_bigrams.push_back(examples::ngram_ids(in.window_tokens.back(), 2, hash_buckets));
+    in.window_trigrams.push_back(examples::ngram_ids(in.window_tokens.back(), 3, hash_buckets));
   }
+  in.prepared = true;
+}
+
+std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& given) {
+  NoGradGuard no_grad;
+  // Inputs not prepared on an HTTP thread (direct calls) are prepared here.
+  std::vector<Input> local;
+  std::vector<const Input*> batch;
+  local.reserve(given.size());
+  for (const Input* in : given) {
+    if (!in->prepared) {
+      local.push_back(*in);
+      prepare(local.back());
+      in = &local.back();
+    }
+    batch.push_back(in);
+  }
+  // Every input's windows are rows; row r is window `window` of input `input`.
+  struct Row {
+    size_t input, window;
+    int64_t length;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (size_t w = 0; w < batch[i]->windows.size(); ++w)
+      rows.push_back({i, w, static_cast<int64_t>(batch[i]->windows[w].size())});
+  std::vector<size_t> order(rows.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rows[a].length < rows[b].length; });
   bool any_attention = false;
   for (const Input* in : batch) any_attention = any_attention || in->want_attention;
   model_->store_attention(any_attention);
-  const data::PaddedBatch padded = data::pad_sequences(tokens, data::SpecialTokens::kPad);
-  const Tensor logits =
-      model_
-          ->forward(padded.tokens, data::pad_sequences(bigrams, 0).tokens,
-                    data::pad_sequences(trigrams, 0).tokens, padded.key_padding_mask)
-          .to(kFloat64);
-  std::vector<float> attention;  // (rows, H, T, T) row-major
-  int64_t heads = 0, width = padded.tokens.size(1);
-  if (any_attention) {
-    const Tensor& a = model_->last_attention();
-    heads = a.size(1);
-    attention = a.contiguous().to_vector<float>();
+  // Per row: its logits (float64), and with attention its (H, T, T) weights of width T.
+  const auto classes = static_cast<size_t>(config_.classes);
+  std::vector<double> row_logits(rows.size() * classes);
+  std::vector<std::vector<float>> row_attention(rows.size());
+  std::vector<int64_t> row_width(rows.size(), 0);
+  int64_t heads = 0;
+  for (size_t begin = 0; begin < order.size();) {
+    // Sorted ascending, so the group's padded width is its last row's length.
+    size_t end = begin + 1;
+    int64_t real = rows[order[begin]].length;
+    for (; end < order.size(); ++end) {
+      const int64_t next = rows[order[end]].length;
+      const auto padded = static_cast<double>(static_cast<int64_t>(end - begin + 1) * next);
+      if (real >= kMinGroupTokens && padded > kMaxPadding * static_cast<double>(real + next)) break;
+      real += next;
+    }
+    std::vector<std::vector<int64_t>> tokens, bigrams, trigrams;
+    for (size_t k = begin; k < end; ++k) {
+      const Row& r = rows[order[k]];
+      tokens.push_back(batch[r.input]->window_tokens[r.window]);
+      bigrams.push_back(batch[r.input]->window_bigrams[r.window]);
+      trigrams.push_back(batch[r.input]->window_trigrams[r.window]);
+    }
+    const data::PaddedBatch padded = data::pad_sequences(tokens, data::SpecialTokens::kPad);
+    const Tensor logits =
+        model_
+            ->forward(padded.tokens, data::pad_sequences(bigrams, 0).tokens,
+                      data::pad_sequences(trigrams, 0).tokens, padded.key_padding_mask)
+            .to(kFloat64)
+            .contiguous();
+    const int64_t width = padded.tokens.size(1);
+    count_forward(static_cast<int64_t>(end - begin), real,
+                  static_cast<int64_t>(end - begin) * width);
+    const double* lp = logits.data_ptr<double>();
+    std::vector<float> attention;  // (group rows, H, T, T) row-major
+    if (any_attention) {
+      const Tensor& a = model_->last_attention();
+      heads = a.size(1);
+      attention = a.contiguous().to_vector<float>();
+    }
+    for (size_t k = begin; k < end; ++k) {
+      const size_t r = order[k], g = k - begin;
+      std::copy(lp + g * classes, lp + (g + 1) * classes, row_logits.begin() + r * classes);
+      row_width[r] = width;
+      if (any_attention && batch[rows[r].input]->want_attention) {
+        const size_t cells = static_cast<size_t>(heads * width * width);
+        row_attention[r].assign(attention.begin() + static_cast<std::ptrdiff_t>(g * cells),
+                                attention.begin() + static_cast<std::ptrdiff_t>((g + 1) * cells));
+      }
+    }
+    begin = end;
   }
   std::vector<Prediction> out;
-  int64_t row = 0;
+  size_t row = 0;  // the first row of input i (rows are in input order)
   for (size_t i = 0; i < batch.size(); ++i) {
-    const auto& ws = windows[i];
+    const auto& ws = batch[i]->windows;
     std::vector<size_t> counts;
     for (const auto& w : ws) counts.push_back(w.size());
-    const Tensor rows = logits.slice(0, row, row + static_cast<int64_t>(ws.size()));
+    const std::vector<double> mine(
+        row_logits.begin() + static_cast<std::ptrdiff_t>(row * classes),
+        row_logits.begin() + static_cast<std::ptrdiff_t>((row + ws.size()) * classes));
+    const Tensor logits = from_vector(mine, {static_cast<int64_t>(ws.size()), config_.classes});
     Prediction p;
-    p.probabilities = exp(nn::combine_window_logits(rows, counts)).to_vector<double>();
+    p.probabilities = exp(nn::combine_window_logits(logits, counts)).to_vector<double>();
     p.label = static_cast<int64_t>(
         std::max_element(p.probabilities.begin(), p.probabilities.end()) - p.probabilities.begin());
     p.windows = static_cast<int64_t>(ws.size());
@@ -162,13 +229,13 @@ std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& 
       std::vector<double> total(covered, 0.0), seen(covered, 0.0);
       for (size_t k = 0; k < ws.size(); ++k) {
         const auto n = static_cast<int64_t>(ws[k].size());
-        const size_t base = static_cast<size_t>((row + static_cast<int64_t>(k)) * heads) *
-                            static_cast<size_t>(width * width);
+        const std::vector<float>& attention = row_attention[row + k];
+        const int64_t width = row_width[row + k];
         for (int64_t h = 0; h < heads; ++h)
           for (int64_t q = 0; q < n; ++q)
             for (int64_t key = 0; key < n; ++key)
               total[ws[k].begin + static_cast<size_t>(key)] +=
-                  attention[base + static_cast<size_t>((h * width + q) * width + key)] /
+                  attention[static_cast<size_t>((h * width + q) * width + key)] /
                   static_cast<double>(heads * n);
         for (int64_t key = 0; key < n; ++key) seen[ws[k].begin + static_cast<size_t>(key)] += 1;
       }
@@ -177,7 +244,7 @@ std::vector<Prediction> LangIdAdapter::predict(const std::vector<const Input*>& 
       for (double& v : total) v /= norm;
       p.attention = std::move(total);
     }
-    row += static_cast<int64_t>(ws.size());
+    row += ws.size();
     out.push_back(std::move(p));
   }
   return out;

@@ -38,7 +38,14 @@ class LangIdAdapter : public ModelAdapter {
   ~LangIdAdapter() override;
   const std::vector<std::string>& labels() const override { return config_.languages; }
   int64_t length(const Input& input) const override;
+  // The windows, their tokens and n-gram ids (on the HTTP thread).
+  void prepare(Input& input) const override;
+  // The batch's windows sorted by length and run as groups of similar length (less padding:
+  // a group grows while its padded tokens stay within kMaxPadding of its real ones, and always
+  // up to kMinGroupTokens real tokens, so that the products stay large).
   std::vector<Prediction> predict(const std::vector<const Input*>& batch) override;
+  static constexpr double kMaxPadding = 1.25;
+  static constexpr int64_t kMinGroupTokens = 256;
   std::string describe() const override;
   const LangIdConfig& config() const { return config_; }
 

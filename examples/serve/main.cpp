@@ -32,6 +32,10 @@ struct Config {
   int64_t max_body_bytes = 1 << 20, max_text_bytes = 64 * 1024;
   double max_wait_ms = 5, timeout_ms = 10000;
   bool no_length_grouping = false;
+  // Load tests only: a randomly initialised langid model of this size instead of a checkpoint
+  // (its answers mean nothing; its cost per request is that of a trained model of that size).
+  bool random_model = false;
+  int64_t d_model = 256, layers = 4, ffn = 1024;
 };
 
 std::optional<int> parse_flags(Config& c, int argc, char** argv) {
@@ -59,7 +63,13 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
               "texts longer than max_len: first max_len bytes, or overlapping windows")
       .option("--stride", c.stride, "window stride in bytes (0: max_len / 2)")
       .option("--heads", c.heads, "attention heads, if the checkpoint has no model.json")
-      .option("--max-len", c.max_len, "the model's max_len, if the checkpoint has no model.json");
+      .option("--max-len", c.max_len, "the model's max_len, if the checkpoint has no model.json")
+      .flag("--random-model", c.random_model,
+            "load tests: serve a randomly initialised langid model of --d-model, --layers, "
+            "--heads, --ffn, --max-len instead of --checkpoint (meaningless answers, real cost)")
+      .option("--d-model", c.d_model, "with --random-model: the model width")
+      .option("--layers", c.layers, "with --random-model: encoder layers")
+      .option("--ffn", c.ffn, "with --random-model: feed-forward width");
   return cli.parse(argc, argv);
 }
 
@@ -76,22 +86,36 @@ int run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   const bool vit = c.model == "vit";
-  if (!std::filesystem::exists(c.checkpoint))
+  if (c.random_model && vit)
+    throw ValueError("nabla-serve: --random-model makes a langid model; not with --model vit");
+  if (!c.random_model && !std::filesystem::exists(c.checkpoint))
     throw IOError(
         fmt::format("nabla-serve: --checkpoint {} does not exist (train one first: "
                     "bash scripts/run-main.sh writes {})",
                     c.checkpoint, Config().checkpoint));
   std::unique_ptr<serve::ModelAdapter> model;
+  const nn::LongInputOptions long_input{nn::parse_long_input_mode(c.long_input), 0,
+                                        static_cast<size_t>(c.stride)};
   if (vit) {
     model = std::make_unique<serve::VitAdapter>(c.checkpoint, c.heads);
+  } else if (c.random_model) {
+    serve::LangIdConfig size;
+    size.d_model = c.d_model, size.heads = c.heads, size.layers = c.layers, size.ffn = c.ffn;
+    size.max_len = c.max_len;
+    for (const auto& l : data::fortune_languages()) size.languages.push_back(l.code);
+    size.classes = static_cast<int64_t>(size.languages.size());
+    if (size.d_model <= 0 || size.heads <= 0 || size.d_model % size.heads != 0 ||
+        size.layers <= 0 || size.ffn <= 0 || size.max_len <= 0)
+      throw ValueError(fmt::format(
+          "nabla-serve: --random-model needs positive sizes and --d-model ({}) divisible by "
+          "--heads ({})",
+          size.d_model, size.heads));
+    model = std::make_unique<serve::LangIdAdapter>(size, long_input, 0);
   } else {
     serve::LangIdConfig fallback;
     fallback.heads = c.heads;
     fallback.max_len = c.max_len;
-    model = std::make_unique<serve::LangIdAdapter>(
-        c.checkpoint, fallback,
-        nn::LongInputOptions{nn::parse_long_input_mode(c.long_input), 0,
-                             static_cast<size_t>(c.stride)});
+    model = std::make_unique<serve::LangIdAdapter>(c.checkpoint, fallback, long_input);
   }
   serve::Metrics metrics;
   serve::Batcher batcher(*model,
@@ -99,7 +123,9 @@ int run(int argc, char** argv) {
                           .max_wait_ms = c.max_wait_ms,
                           .max_queue = c.max_queue,
                           .group_by_length = !c.no_length_grouping},
-                         [&metrics](int64_t size, int64_t depth) { metrics.batch(size, depth); });
+                         [&metrics](const serve::Batcher::BatchStats& b) {
+                           metrics.batch(b.size, b.queue_depth, b.worker_cpu_seconds, b.wakeups);
+                         });
   serve::HttpServer server(*model, batcher, metrics,
                            {.host = c.host,
                             .port = c.port,

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <time.h>
+
 #include <algorithm>
 
 namespace nabla::serve {
@@ -38,10 +40,12 @@ void Metrics::request(const std::string& path, int status, double seconds) {
   if (path == "/v1/predict") latency_.observe(seconds);
 }
 
-void Metrics::batch(int64_t size, int64_t queue_depth) {
+void Metrics::batch(int64_t size, int64_t queue_depth, double worker_cpu_seconds, int64_t wakeups) {
   std::lock_guard lock(mu_);
   batch_sizes_.observe(static_cast<double>(size));
   queue_depth_ = queue_depth;
+  worker_cpu_ += worker_cpu_seconds;
+  wakeups_ += wakeups;
 }
 
 void Metrics::set_queue_depth(int64_t depth) {
@@ -77,6 +81,34 @@ std::string Metrics::render() const {
       "# HELP nabla_serve_queue_depth Requests waiting for a batch.\n"
       "# TYPE nabla_serve_queue_depth gauge\nnabla_serve_queue_depth {}\n",
       queue_depth_);
+  timespec process{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &process);
+  const double process_cpu =
+      static_cast<double>(process.tv_sec) + 1e-9 * static_cast<double>(process.tv_nsec);
+  out += fmt::format(
+      "# HELP nabla_serve_cpu_seconds_total CPU time: the /v1/predict handlers on the HTTP "
+      "threads, the batcher's worker thread (the model's other OpenMP threads not included), "
+      "the whole process.\n"
+      "# TYPE nabla_serve_cpu_seconds_total counter\n"
+      "nabla_serve_cpu_seconds_total{{part=\"http_handlers\"}} {:.6f}\n"
+      "nabla_serve_cpu_seconds_total{{part=\"batch_worker\"}} {:.6f}\n"
+      "nabla_serve_cpu_seconds_total{{part=\"process\"}} {:.6f}\n",
+      handler_cpu_, worker_cpu_, process_cpu);
+  out += fmt::format(
+      "# HELP nabla_serve_worker_wakeups_total Times the batcher's worker woke up.\n"
+      "# TYPE nabla_serve_worker_wakeups_total counter\nnabla_serve_worker_wakeups_total {}\n",
+      wakeups_);
+  out += fmt::format(
+      "# HELP nabla_serve_model_forwards_total Model forward calls (a batch may run as several "
+      "groups of similar length).\n"
+      "# TYPE nabla_serve_model_forwards_total counter\nnabla_serve_model_forwards_total {}\n"
+      "# HELP nabla_serve_model_rows_total Rows run by the model (langid: windows).\n"
+      "# TYPE nabla_serve_model_rows_total counter\nnabla_serve_model_rows_total {}\n"
+      "# HELP nabla_serve_model_tokens_total Tokens run by the model: real, and with padding.\n"
+      "# TYPE nabla_serve_model_tokens_total counter\n"
+      "nabla_serve_model_tokens_total{{kind=\"real\"}} {}\n"
+      "nabla_serve_model_tokens_total{{kind=\"padded\"}} {}\n",
+      work_.forwards, work_.rows, work_.tokens, work_.padded_tokens);
   return out;
 }
 

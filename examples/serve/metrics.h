@@ -1,6 +1,9 @@
 // The server's counters in the Prometheus text exposition format
 // (https://prometheus.io/docs/instrumenting/exposition_formats/): requests by endpoint and status
-// code, a histogram of batch sizes, a histogram of request latencies, the queue depth.
+// code, a histogram of batch sizes, a histogram of request latencies, the queue depth; and where
+// the CPU goes (per-thread CPU clocks, not wall time, so that the figures mean something on a
+// shared machine): the predict handlers' CPU on the HTTP threads, the batcher worker's, the whole
+// process's, the worker's wake-ups, and the model's rows and real vs padded tokens.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -8,6 +11,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "examples/serve/model_adapter.h"
 
 namespace nabla::serve {
 
@@ -39,7 +44,17 @@ class Metrics {
     std::lock_guard lock(mu_);
     return received_;
   }
-  void batch(int64_t size, int64_t queue_depth);
+  void batch(int64_t size, int64_t queue_depth, double worker_cpu_seconds = 0, int64_t wakeups = 0);
+  // CPU seconds (CLOCK_THREAD_CPUTIME_ID) one /v1/predict handler spent on its HTTP thread:
+  // parsing, tokenising, queueing, building the answer (not httplib's reading and writing).
+  void handler_cpu(double seconds) {
+    std::lock_guard lock(mu_);
+    handler_cpu_ += seconds;
+  }
+  void set_work(const WorkCounts& work) {
+    std::lock_guard lock(mu_);
+    work_ = work;
+  }
   void set_queue_depth(int64_t depth);
   std::string render() const;
   int64_t requests(int status) const;  // over all endpoints
@@ -48,7 +63,9 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> requests_;
   Histogram batch_sizes_, latency_;
-  int64_t queue_depth_ = 0, received_ = 0;
+  int64_t queue_depth_ = 0, received_ = 0, wakeups_ = 0;
+  double handler_cpu_ = 0, worker_cpu_ = 0;
+  WorkCounts work_;
 };
 
 }  // namespace nabla::serve

@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,25 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The handler's CPU time on its thread, added to the metrics when it returns.
+class HandlerCpu {
+ public:
+  explicit HandlerCpu(Metrics& metrics) : metrics_(metrics), start_(thread_cpu_seconds()) {}
+  ~HandlerCpu() { metrics_.handler_cpu(thread_cpu_seconds() - start_); }
+  HandlerCpu(const HandlerCpu&) = delete;
+  HandlerCpu& operator=(const HandlerCpu&) = delete;
+
+ private:
+  Metrics& metrics_;
+  double start_;
+};
 
 // Debian's libcpp-httplib is compiled with a listen backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG):
 // 64 clients connecting at once overflow it, and the kernel drops or resets connections. Calling
@@ -82,15 +102,18 @@ void HttpServer::serve() { http_->listen_after_bind(); }
 void HttpServer::stop() { http_->stop(); }
 
 void HttpServer::routes() {
+  // The body is moved into the response (httplib 0.11's set_content copies it).
   auto answer = [this](httplib::Response& res, const std::string& path, int status,
-                       const std::string& body, const char* type,
+                       std::string body, const char* type,
                        std::chrono::steady_clock::time_point t0) {
     res.status = status;
-    res.set_content(body, type);
+    res.body = std::move(body);
+    res.set_header("Content-Type", type);
     metrics_.request(path, status, seconds_since(t0));
   };
   http_->Post("/v1/predict", [this, answer](const httplib::Request& req, httplib::Response& res) {
     const auto t0 = std::chrono::steady_clock::now();
+    const HandlerCpu cpu(metrics_);
     metrics_.received();
     const char* json = "application/json";
     Input input;
@@ -101,7 +124,12 @@ void HttpServer::routes() {
     }
     Batcher::Ticket ticket;
     try {
-      ticket = batcher_.submit(input);
+      // The answer reads the tokens only to show attention: otherwise the input is moved (its
+      // want_attention, false, stays readable).
+      if (input.want_attention)
+        ticket = batcher_.submit(input);
+      else
+        ticket = batcher_.submit(std::move(input));
     } catch (const QueueFull& e) {
       res.set_header("Retry-After", "1");
       return answer(res, req.path, 503, error_json(e.what()), json, t0);
@@ -132,6 +160,7 @@ void HttpServer::routes() {
   });
   http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
     metrics_.set_queue_depth(batcher_.queue_depth());
+    metrics_.set_work(model_.work_counts());
     metrics_.request(req.path, 200, 0);
     res.set_content(metrics_.render(), "text/plain; version=0.0.4");
   });

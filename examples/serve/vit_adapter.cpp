@@ -72,6 +72,7 @@ std::vector<Prediction> VitAdapter::predict(const std::vector<const Input*>& bat
   const Tensor images = div(sub(from_vector(pixels, {n, 1, kSide, kSide}), examples::kFashionMean),
                             examples::kFashionStd);
   const auto probs = softmax(model_->forward(images).to(kFloat64), 1).to_vector<double>();
+  count_forward(n, n, n);  // one row per image, none padded
   const auto cls = mean(model_->cls_attention_map(), {1}).contiguous().to_vector<float>();
   const size_t classes = labels_.size(), cells = cls.size() / batch.size();
   std::vector<Prediction> out;

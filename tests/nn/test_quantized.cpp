@@ -1,7 +1,7 @@
-// Dynamic int8 quantisation (nn/quantized.h): QuantizedLinear against the float Linear within the
-// quantisation error bound, the smaller weights, the vectorised activation quantisation against
-// its scalar formula, quantize_dynamic on a Transformer encoder, and the inference-only and
-// stale-weight errors.
+// Dynamic int8 quantisation (nn/quantized.h): QuantizedLinear and MultiheadAttention's input
+// projections against float within the quantisation error bound, the 4x smaller weights, the
+// vectorised activation quantisation against its scalar formula, quantize_dynamic on a Transformer
+// encoder, and the inference-only and stale-weight errors.
 #include "nabla/nn/quantized.h"
 
 #include <cmath>
@@ -33,23 +33,25 @@ namespace {
 // |w - w^| <= s_w / 2, and x w - x^ w^ = (x - x^) w + x (w - w^) - (x - x^)(w - w^):
 //   |y - y^| <= sum_t (s_x / 2 |w_t| + s_w / 2 |x_t| + s_x s_w / 4)
 // plus float32 rounding of the scaling (relative 1e-5 of sum |x_t w_t| + |y|).
-void check_within_bound(const nn::Linear& linear, const nn::QuantizedLinear& q, const Tensor& x) {
-  NoGradGuard no_grad;
-  const Tensor got = q.forward(x);
-  const int64_t in = linear.in_features(), out = linear.out_features();
+// `got` = the int8 result for x (.., in) through weight (out, in), bias (out) (undefined: none)
+// with per-row scales w_scales.
+void check_bound(const Tensor& weight, const Tensor& bias, const Tensor& x, const Tensor& got,
+                 const std::vector<float>& w_scales, bool reduce_range) {
+  const int64_t in = weight.size(1), out = weight.size(0);
   const auto xv = x.contiguous().to_vector<float>();
-  const auto wv = linear.weight().to_vector<float>();
+  const auto wv = weight.contiguous().to_vector<float>();
   const auto bv =
-      linear.bias().defined() ? linear.bias().to_vector<float>() : std::vector<float>(out, 0.0f);
-  const auto gv = got.to_vector<float>();
+      bias.defined() ? bias.contiguous().to_vector<float>() : std::vector<float>(out, 0.0f);
+  const auto gv = got.contiguous().to_vector<float>();
+  REQUIRE(static_cast<int64_t>(w_scales.size()) == out);
   float lo = 0, hi = 0;
   for (float v : xv) lo = std::min(lo, v), hi = std::max(hi, v);
-  const double s_x = nn::choose_activation_quantization(lo, hi, q.reduce_range()).scale;
+  const double s_x = nn::choose_activation_quantization(lo, hi, reduce_range).scale;
   const int64_t rows = in > 0 ? x.numel() / in : 0;
   double worst_ratio = 0, max_err = 0, max_y = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < out; ++j) {
-      const double s_w = q.weight_scales()[j];
+      const double s_w = w_scales[j];
       double y = bv[j], bound = 0, mag = std::fabs(bv[j]);
       for (int64_t t = 0; t < in; ++t) {
         const double xt = xv[i * in + t], wt = wv[j * in + t];
@@ -62,10 +64,15 @@ void check_within_bound(const nn::Linear& linear, const nn::QuantizedLinear& q, 
       worst_ratio = std::max(worst_ratio, err / bound);
       max_err = std::max(max_err, err), max_y = std::max(max_y, std::fabs(y));
     }
-  CAPTURE(in, out, rows, q.reduce_range(), max_err, max_y);
+  CAPTURE(in, out, rows, reduce_range, max_err, max_y);
   CHECK(worst_ratio <= 1.0);
   // Not vacuous: the int8 result is a close approximation of the float one.
   CHECK(max_err <= 0.05 * max_y + 1e-6);
+}
+
+void check_within_bound(const nn::Linear& linear, const nn::QuantizedLinear& q, const Tensor& x) {
+  NoGradGuard no_grad;
+  check_bound(linear.weight(), linear.bias(), x, q.forward(x), q.weight_scales(), q.reduce_range());
 }
 
 }  // namespace
@@ -103,14 +110,20 @@ TEST_CASE("QuantizedLinear: the weight is 4x smaller, one scale per output chann
   nn::Linear linear(128, 64);
   const nn::QuantizedLinear q(linear);
   const int64_t float_bytes = linear.weight().numel() * 4;
-  const std::vector<int8_t> w8 = q.weight_int8();
-  CHECK(static_cast<int64_t>(w8.size()) * 4 == float_bytes);
+  const std::vector<int8_t>& w8 = q.weight_int8();
+  // The model's int8 weight: out x in bytes, unpadded, a quarter of the float32 weight's bytes.
+  CHECK(q.weight_bytes() == 64 * 128);
+  CHECK(static_cast<int64_t>(w8.size()) == q.weight_bytes());
+  CHECK(static_cast<double>(float_bytes) / static_cast<double>(q.weight_bytes()) >= 3.95);
+  // Counted apart: one float32 scale per output channel (with them the layer is
+  // 4 * 128 / (128 + 4) = 3.88x smaller).
   CHECK(q.weight_scales().size() == 64);
-  // Held: the packed int8 weight (oneDNN's blocked layout adds its column sums and pads the
-  // columns to a multiple of 64) and one float32 scale per output channel.
-  CHECK(q.weight_bytes() == q.packed_weight().packed_bytes() + 64 * 4);
-  CHECK(q.packed_weight().packed_bytes() >= float_bytes / 4);
-  CHECK(q.weight_bytes() * 7 <= float_bytes * 2);  // at least 3.5x smaller
+  CHECK(q.scale_bytes() == 64 * 4);
+  CHECK(float_bytes * 132 == (q.weight_bytes() + q.scale_bytes()) * 4 * 128);
+  // The runtime cache (oneDNN's packed layout, padded, with column sums) holds the same values.
+  CHECK(q.cache_bytes() == q.packed_weight().packed_bytes());
+  CHECK(q.cache_bytes() >= q.weight_bytes());
+  CHECK(q.packed_weight().unpack() == w8);
   // Symmetric per row: the largest |w| of each row maps to +-127, and w ~ q * scale.
   const auto w = linear.weight().to_vector<float>();
   for (int64_t j = 0; j < 64; ++j) {
@@ -173,14 +186,22 @@ TEST_CASE("quantize_dynamic: a Transformer encoder runs int8 close to float", "[
   NoGradGuard no_grad;
   const Tensor x = randn({3, 10, 32});
   const Tensor expected = (*encoder)(x);
-  // Per layer: self_attn.out_proj, linear1, linear2 (in_proj is a raw weight, not a Linear).
-  CHECK(nn::quantize_dynamic(*encoder) == 6);
+  // Per layer: self_attn's input projections, self_attn.out_proj, linear1, linear2.
+  CHECK(nn::quantize_dynamic(*encoder) == 8);
   CHECK(encoder->layer(0)->self_attn()->out_proj()->quantized() != nullptr);
+  CHECK(encoder->layer(0)->self_attn()->quantized_in_proj() != nullptr);
   const nn::QuantizedSize size = nn::quantized_size(*encoder);
-  CHECK(size.float_bytes == 2 * 4 * (32 * 32 + 2 * 32 * 64));
-  // A quarter, plus one float32 scale per output channel (32 + 64 + 32 per layer): layers this
-  // narrow stay row-major (oneDNN's blocked layout would grow them by over 25%).
-  CHECK(size.int8_bytes == size.float_bytes / 4 + 4 * 2 * (32 + 64 + 32));
+  CHECK(size.float_bytes == 2 * 4 * (3 * 32 * 32 + 32 * 32 + 2 * 32 * 64));
+  // The int8 weights are exactly a quarter; the scales (one float32 per output channel: 96 + 32
+  // + 64 + 32 per layer) are counted apart.
+  CHECK(size.int8_bytes * 4 == size.float_bytes);
+  CHECK(static_cast<double>(size.float_bytes) / static_cast<double>(size.int8_bytes) >= 3.95);
+  CHECK(size.scale_bytes == 4 * 2 * (96 + 32 + 64 + 32));
+  CHECK(size.cache_bytes >= size.int8_bytes);
+  // The whole model: the rest (biases, LayerNorms) stays float32.
+  CHECK(size.model_float_bytes == encoder->num_parameters() * 4);
+  CHECK(size.model_quantized_bytes ==
+        size.model_float_bytes - size.float_bytes + size.int8_bytes + size.scale_bytes);
   const Tensor got = (*encoder)(x);
   // LayerNorm-scaled outputs (|y| ~ 1); seen here: max 0.013, mean 0.0028.
   const double max_diff = max(abs(got - expected)).item<float>();
@@ -194,12 +215,82 @@ TEST_CASE("quantize_dynamic: a Transformer encoder runs int8 close to float", "[
   auto copy = std::make_shared<nn::TransformerEncoder>(o, 2, true);
   copy->load_state_dict(encoder->state_dict());
   copy->eval();
-  CHECK(nn::quantize_dynamic(*copy) == 6);
+  CHECK(nn::quantize_dynamic(*copy) == 8);
   CHECK(test::bit_equal((*copy)(x), got));
 
   // Undone: float again, bit for bit.
-  CHECK(nn::dequantize(*encoder) == 6);
+  CHECK(nn::dequantize(*encoder) == 8);
   CHECK(test::bit_equal((*encoder)(x), expected));
+}
+
+TEST_CASE("quantize_dynamic: MultiheadAttention's input projections within the error bound",
+          "[quantized]") {
+  REQUIRE_ONEDNN();
+  manual_seed(21);
+  NoGradGuard no_grad;
+  for (bool bias : {true, false}) {
+    nn::MultiheadAttention mha(48, 4, 0.0, bias, 0, 0, true);
+    mha.eval();
+    if (bias) {
+      Tensor b = mha.in_proj_bias();
+      b.copy_(randn({3 * 48}) * 0.1);
+    }
+    const Tensor x = randn({2, 9, 48}) * 1.5, mem = randn({2, 5, 48});
+    const auto fq = mha(x, x, x, {.need_weights = false}).output;
+    const auto fcross = mha(x, mem, mem, {.need_weights = false}).output;
+    CHECK(nn::quantize_dynamic(mha) == 2);  // the input projections and out_proj
+    const nn::QuantizedInProjection& q = *mha.quantized_in_proj();
+    // Self-attention: one call, q | k | v side by side, against the packed float weight.
+    const Tensor qkv = q.forward_for(mha, x, 0, 3);
+    CHECK(qkv.shape() == Shape{2, 9, 144});
+    std::vector<float> scales;
+    for (int64_t i = 0; i < 3; ++i) {
+      CHECK(q.block(i).out_features() == 48);
+      const auto& s = q.block(i).weight_scales();
+      scales.insert(scales.end(), s.begin(), s.end());
+    }
+    check_bound(mha.in_proj_weight(), mha.in_proj_bias(), x, qkv, scales,
+                q.block(0).reduce_range());
+    // A block alone gives the same bits as its columns of the joint call (one input
+    // quantisation per call, the same for both).
+    CHECK(test::bit_equal(q.forward_for(mha, x, 1, 1), qkv.narrow(2, 48, 48)));
+    CHECK(test::bit_equal(q.forward_for(mha, x, 1, 2), qkv.narrow(2, 48, 96)));
+    // The module's outputs (the attention itself stays float32) stay close to float.
+    const Tensor gq = mha(x, x, x, {.need_weights = false}).output;
+    const Tensor gcross = mha(x, mem, mem, {.need_weights = false}).output;
+    const double self_diff = max(abs(gq - fq)).item<float>();
+    const double cross_diff = max(abs(gcross - fcross)).item<float>();
+    CAPTURE(bias, self_diff, cross_diff);
+    CHECK(self_diff > 0.0);
+    CHECK(self_diff < 0.05 * max(abs(fq)).item<float>());
+    CHECK(cross_diff > 0.0);
+    CHECK(cross_diff < 0.05 * max(abs(fcross)).item<float>());
+    // Inference only; pruned heads make the int8 copy stale.
+    mha.train();
+    CHECK_THROWS_WITH(mha(x, x, x), Contains("inference only") && Contains("eval()"));
+    mha.eval();
+    mha.prune_heads({1});
+    CHECK_THROWS_WITH(mha(x, x, x), Contains("stale") && Contains("quantize_dynamic"));
+    CHECK(nn::quantize_dynamic(mha) == 2);
+    CHECK(mha(x, x, x).output.shape() == Shape{2, 9, 48});
+    CHECK(nn::dequantize(mha) == 2);
+    CHECK(mha.quantized_in_proj() == nullptr);
+  }
+  // kdim / vdim != embed_dim: the separate q, k and v weights.
+  nn::MultiheadAttention cross(32, 2, 0.0, true, 24, 40, true);
+  cross.eval();
+  const Tensor q = randn({3, 4, 32}), k = randn({3, 6, 24}), v = randn({3, 6, 40});
+  const Tensor expected = cross(q, k, v).output;
+  CHECK(nn::quantize_dynamic(cross) == 2);
+  const nn::QuantizedInProjection& qp = *cross.quantized_in_proj();
+  CHECK(qp.block(1).in_features() == 24);
+  CHECK(qp.block(2).in_features() == 40);
+  check_bound(cross.v_proj_weight(), cross.in_proj_bias().narrow(0, 64, 32), v,
+              qp.forward_for(cross, v, 2, 1), qp.block(2).weight_scales(),
+              qp.block(2).reduce_range());
+  const double diff = max(abs(cross(q, k, v).output - expected)).item<float>();
+  CHECK(diff > 0.0);
+  CHECK(diff < 0.05 * max(abs(expected)).item<float>());
 }
 
 TEST_CASE("quantize_dynamic: inference only, stale weights and float64 layers", "[quantized]") {

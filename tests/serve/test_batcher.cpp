@@ -108,6 +108,82 @@ TEST_CASE("batcher: each batched answer equals the request run alone", "[serve]"
   }
 }
 
+TEST_CASE("langid: a batch runs as groups of similar length, each answer as alone", "[serve]") {
+  LangIdAdapter model(tiny_config(), {nn::LongInputMode::Windows, 0, 0}, 11);
+  // 96 texts of 1 to 32 bytes (max_len 32) in a scrambled order: 1584 real tokens.
+  std::vector<Input> inputs;
+  for (int i = 0; i < 96; ++i) {
+    const int length = 1 + (i * 37) % 32;
+    std::string text;
+    for (int k = 0; k < length; ++k) text.push_back(static_cast<char>('a' + (i + k * 7) % 26));
+    inputs.push_back(text_input(text, i % 5 == 0));
+  }
+  std::vector<Prediction> alone;
+  for (const Input& in : inputs) alone.push_back(model.predict({&in})[0]);
+  const WorkCounts before = model.work_counts();
+  CHECK(before.forwards == 96);
+  CHECK(before.padded_tokens == before.tokens);  // alone: no padding
+  std::vector<const Input*> batch;
+  for (const Input& in : inputs) batch.push_back(&in);
+  const std::vector<Prediction> together = model.predict(batch);
+  const WorkCounts after = model.work_counts();
+  const int64_t forwards = after.forwards - before.forwards, rows = after.rows - before.rows,
+                real = after.tokens - before.tokens,
+                padded = after.padded_tokens - before.padded_tokens;
+  CAPTURE(forwards, rows, real, padded);
+  CHECK(rows == 96);
+  CHECK(real == before.tokens);
+  // The rule (kMaxPadding 1.25, kMinGroupTokens 256) on these lengths: groups of 38 rows padded
+  // to 13 tokens, 25 to 21 and 33 to 32, 2075 tokens in all; padded to the longest text, the
+  // batch would hold 96 x 32 = 3072.
+  CHECK(forwards == 3);
+  CHECK(padded == 38 * 13 + 25 * 21 + 33 * 32);
+  REQUIRE(together.size() == alone.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    INFO("text " << i);
+    REQUIRE(together[i].label == alone[i].label);
+    for (size_t k = 0; k < alone[i].probabilities.size(); ++k)
+      REQUIRE(std::abs(together[i].probabilities[k] - alone[i].probabilities[k]) <= 1e-6);
+    REQUIRE(together[i].attention.size() == alone[i].attention.size());
+    for (size_t k = 0; k < alone[i].attention.size(); ++k)
+      REQUIRE(std::abs(together[i].attention[k] - alone[i].attention[k]) <= 1e-6);
+  }
+  // Prepared on the caller's thread (as Batcher::submit does) or not: the same answer.
+  Input prepared = inputs[3];
+  model.prepare(prepared);
+  REQUIRE(prepared.prepared);
+  REQUIRE(prepared.window_tokens.size() == 1);
+  const Prediction p = model.predict({&prepared})[0];
+  for (size_t k = 0; k < p.probabilities.size(); ++k)
+    REQUIRE(p.probabilities[k] == alone[3].probabilities[k]);
+}
+
+TEST_CASE("batcher: the worker wakes for a first request or a full batch, not per request",
+          "[serve]") {
+  RecordingAdapter model;
+  model.hold = true;
+  std::vector<Batcher::BatchStats> seen;
+  std::mutex seen_mu;
+  Batcher batcher(model, {.max_batch = 8, .max_wait_ms = 2000, .max_queue = 64},
+                  [&](const Batcher::BatchStats& b) {
+                    std::lock_guard lock(seen_mu);
+                    seen.push_back(b);
+                  });
+  std::vector<Batcher::Ticket> tickets;
+  for (int i = 0; i < 8; ++i) tickets.push_back(batcher.submit(text_input(std::string(5, 'x'))));
+  model.hold = false;
+  for (auto& t : tickets) REQUIRE(t.result.wait_for(30s) == std::future_status::ready);
+  batcher.stop();
+  std::lock_guard lock(seen_mu);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].size == 8);
+  // Woken by the first request and by the eighth (a full batch), not by the six between; a
+  // spurious wake-up may add one.
+  CHECK(seen[0].wakeups >= 2);
+  CHECK(seen[0].wakeups <= 4);
+  CHECK(seen[0].worker_cpu_seconds >= 0.0);
+}
+
 TEST_CASE("batcher: the oldest request's batch takes the closest lengths", "[serve]") {
   RecordingAdapter model;
   model.hold = true;  // the first batch blocks the worker while the rest queue up
@@ -230,7 +306,9 @@ TEST_CASE("metrics: Prometheus text with cumulative buckets", "[serve]") {
   m.request("/v1/predict", 200, 0.004);
   m.request("/v1/predict", 200, 0.3);
   m.request("/v1/predict", 400, 0.0001);
-  m.batch(3, 5);
+  m.batch(3, 5, 0.25, 2);
+  m.handler_cpu(0.5);
+  m.set_work({.forwards = 2, .rows = 3, .tokens = 40, .padded_tokens = 48});
   const std::string text = m.render();
   REQUIRE(text.find("nabla_serve_requests_total{path=\"/v1/predict\",code=\"200\"} 2") !=
           std::string::npos);
@@ -243,5 +321,13 @@ TEST_CASE("metrics: Prometheus text with cumulative buckets", "[serve]") {
   REQUIRE(text.find("nabla_serve_batch_size_bucket{le=\"2\"} 0") != std::string::npos);
   REQUIRE(text.find("nabla_serve_batch_size_bucket{le=\"4\"} 1") != std::string::npos);
   REQUIRE(text.find("nabla_serve_queue_depth 5") != std::string::npos);
+  REQUIRE(text.find("nabla_serve_cpu_seconds_total{part=\"http_handlers\"} 0.500000") !=
+          std::string::npos);
+  REQUIRE(text.find("nabla_serve_cpu_seconds_total{part=\"batch_worker\"} 0.250000") !=
+          std::string::npos);
+  REQUIRE(text.find("nabla_serve_cpu_seconds_total{part=\"process\"}") != std::string::npos);
+  REQUIRE(text.find("nabla_serve_worker_wakeups_total 2") != std::string::npos);
+  REQUIRE(text.find("nabla_serve_model_forwards_total 2") != std::string::npos);
+  REQUIRE(text.find("nabla_serve_model_tokens_total{kind=\"padded\"} 48") != std::string::npos);
   REQUIRE(m.requests(200) == 2);
 }
