@@ -1,6 +1,7 @@
 // dist: nabla_dist over MPI, run by hand under mpirun (never by ctest; docs/distributed.md):
 //   mpirun -np 2 --oversubscribe build/release/bench/bench_dist --threads 1
-//   mpirun -np 1 build/release/bench/bench_dist --threads 2 --part step   (the 1-process twin)
+//   mpirun --bind-to none -np 1 build/release/bench/bench_dist --threads 2 --part step
+//   (the 1-process twin; OpenMPI binds a job of <= 2 ranks to one core each by default)
 // --part allreduce: all_reduce (sum, MPI's order) of float32 buffers 4 KiB..64 MiB, each time the
 // median over --reps after a barrier, on rank 0; then alpha (latency) and beta (s/byte) fitted by
 // least squares in relative error to t(n) = alpha + beta * n over those sizes:
