@@ -2,11 +2,13 @@
 # Installs, with apt, only the Debian packages nabla needs that are missing. Idempotent: on a
 # machine that has everything it changes nothing and needs no network.
 set -euo pipefail
+# ocl-icd-opencl-dev: Debian's dnnl-config.cmake requires OpenCL (its GPU runtime), a Recommends
+# that --no-install-recommends skips.
 
 packages=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-openmp-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
-  libcli11-dev clang-format libgraphviz-dev libdnnl-dev
+  libcli11-dev clang-format libgraphviz-dev libdnnl-dev ocl-icd-opencl-dev
   clang libclang-rt-14-dev libomp-14-dev
   libcairo2-dev libpango1.0-dev libfontconfig-dev fonts-dejavu-core libexpat1-dev
   dataset-fashion-mnist
