@@ -104,7 +104,8 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
     Setup s;
     s.model = std::make_shared<bench::EncoderClassifier>(c);
     s.ddp = std::make_unique<dist::DistributedDataParallel>(
-        s.model, dist::DataParallelOptions{.bucket_bytes = bucket_bytes, .comm_thread = comm_thread});
+        s.model,
+        dist::DataParallelOptions{.bucket_bytes = bucket_bytes, .comm_thread = comm_thread});
     return s;
   };
   Setup local = make(true), threaded = make(true), polled = make(false);

@@ -68,10 +68,9 @@ struct DistributedDataParallel::State {
   void start(size_t b) {
     Bucket& bucket = buckets[b];
     bucket.started = true;
-    std::string what =
-        fmt::format("DistributedDataParallel gradient bucket {} ({} {}, first parameter '{}')", b,
-                    bucket.params.size(), dtype_name(bucket.dtype),
-                    params[bucket.params.front()].name);
+    std::string what = fmt::format(
+        "DistributedDataParallel gradient bucket {} ({} {}, first parameter '{}')", b,
+        bucket.params.size(), dtype_name(bucket.dtype), params[bucket.params.front()].name);
     const bool ordered = rank_order(bucket.dtype);
     if (comm) {
       comm->submit([flat = bucket.flat, ordered, what = std::move(what)] {
@@ -163,9 +162,9 @@ struct DistributedDataParallel::State {
       std::memcpy(message.data() + at, bytes_of(t), static_cast<size_t>(n));
       at += n;
     }
-    detail::broadcast_bytes(message.data(), total, root,
-                            fmt::format("DistributedDataParallel buffers ({} of them, root {})",
-                                        buffers.size(), root));
+    detail::broadcast_bytes(
+        message.data(), total, root,
+        fmt::format("DistributedDataParallel buffers ({} of them, root {})", buffers.size(), root));
     if (rank() == root) return;
     at = 0;
     for (size_t i = 0; i < buffers.size(); ++i) {

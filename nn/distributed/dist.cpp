@@ -371,8 +371,8 @@ std::vector<std::string> all_gather_bytes(const std::string& mine, const char* w
   }
   std::string all(static_cast<size_t>(total), '\0');
   call(what, [&] {
-    return MPI_Iallgatherv(mine.data(), counts[static_cast<size_t>(ctx.rank)], MPI_CHAR,
-                           all.data(), counts.data(), displs.data(), MPI_CHAR, ctx.comm, &req);
+    return MPI_Iallgatherv(mine.data(), counts[static_cast<size_t>(ctx.rank)], MPI_CHAR, all.data(),
+                           counts.data(), displs.data(), MPI_CHAR, ctx.comm, &req);
   });
   wait_request(req, what);
   std::vector<std::string> out;

@@ -27,9 +27,10 @@ struct DistError : Error {
 // MPI_Init_thread and MPI_Finalize, for the guard's lifetime. It asks for MPI_THREAD_MULTIPLE and
 // needs at least MPI_THREAD_SERIALIZED: nabla's own MPI calls, from the caller's threads and from
 // DDP's communication thread, hold one lock, so they never run concurrently; a user's own MPI
-// calls may run beside them only when MPI provides MULTIPLE (mpi_thread_multiple()). One per process, made once; a second throws. If a collective failed, or the guard is
-// destroyed while an exception unwinds, it calls MPI_Abort instead of MPI_Finalize: finalize
-// would wait for the dead peer, abort makes mpirun end every rank.
+// calls may run beside them only when MPI provides MULTIPLE (mpi_thread_multiple()). One per
+// process, made once; a second throws. If a collective failed, or the guard is destroyed while an
+// exception unwinds, it calls MPI_Abort instead of MPI_Finalize: finalize would wait for the dead
+// peer, abort makes mpirun end every rank.
 class InitGuard {
  public:
   InitGuard();

@@ -78,21 +78,21 @@ TEST_CASE("DistributedDataParallel: gradients are the mean over ranks, bitwise i
           "[ddp]") {
   for (const bool comm_thread : {true, false})
     for (int64_t bucket_bytes : {int64_t{4} << 20, int64_t{64}}) {
-    INFO("bucket_bytes " << bucket_bytes << ", comm_thread " << comm_thread);
-    auto model = make_mlp(7);
-    dist::DistributedDataParallel ddp(model,
-                                      {.bucket_bytes = bucket_bytes, .comm_thread = comm_thread});
-    REQUIRE(ddp.uses_comm_thread() == comm_thread);
-    for (int step = 0; step < 2; ++step) {
-      for (Tensor& p : model->parameters()) p.set_grad(Tensor());
-      ddp.backward(loss_of(*model, batch_of(dist::rank(), step)));
-      CHECK_FALSE(ddp.sync_pending());
-      auto ref = make_mlp(7);
-      const std::vector<Tensor> want = expected_mean_grads(*ref, {step});
-      const std::vector<Tensor> params = model->parameters();
-      for (size_t i = 0; i < params.size(); ++i) CHECK(bit_equal(params[i].grad(), want[i]));
+      INFO("bucket_bytes " << bucket_bytes << ", comm_thread " << comm_thread);
+      auto model = make_mlp(7);
+      dist::DistributedDataParallel ddp(model,
+                                        {.bucket_bytes = bucket_bytes, .comm_thread = comm_thread});
+      REQUIRE(ddp.uses_comm_thread() == comm_thread);
+      for (int step = 0; step < 2; ++step) {
+        for (Tensor& p : model->parameters()) p.set_grad(Tensor());
+        ddp.backward(loss_of(*model, batch_of(dist::rank(), step)));
+        CHECK_FALSE(ddp.sync_pending());
+        auto ref = make_mlp(7);
+        const std::vector<Tensor> want = expected_mean_grads(*ref, {step});
+        const std::vector<Tensor> params = model->parameters();
+        for (size_t i = 0; i < params.size(); ++i) CHECK(bit_equal(params[i].grad(), want[i]));
+      }
     }
-  }
 }
 
 TEST_CASE("DistributedDataParallel: buckets follow reverse registration order and the size cap",
