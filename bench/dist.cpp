@@ -13,8 +13,10 @@
 // (with the communication thread, and as `polled` with the hooks polling MPI instead), and the
 // all-reduce of all gradients alone, the three backwards in alternation:
 //   RESULT bench=dist.overlap world=P ... backward_ms= ddp_backward_ms= comm_ms= hidden_frac=
-//          polled_ddp_backward_ms= polled_hidden_frac=
-// hidden_frac = (backward + comm - ddp_backward) / comm: the share of communication hidden.
+//          finish_ms= polled_ddp_backward_ms= polled_hidden_frac= polled_finish_ms=
+// hidden_frac = (backward + comm - ddp_backward) / comm: the share of communication hidden;
+// finish_ms, the time in finish() (waiting for the buckets, writing .grad), is the part of the
+// communication left exposed, a direct reading that a busy machine disturbs less.
 // --part step: whole training steps (forward, DDP backward, AdamW) of encoder_small and vit_small
 // at a fixed global batch split over the ranks, for 2 x 1 thread vs 1 x 2 threads:
 //   RESULT bench=dist.step model=<m> world=P threads=<t> global_batch=<g> ms=<median>
@@ -98,6 +100,7 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
     std::shared_ptr<bench::EncoderClassifier> model;
     std::unique_ptr<dist::DistributedDataParallel> ddp;
     std::vector<double> samples;
+    std::vector<double> finish_samples;  // the part in finish(): communication not hidden
   };
   auto make = [&](bool comm_thread) {
     manual_seed(0);
@@ -118,15 +121,23 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
     Tensor loss = cross_entropy(s.model->forward(tokens), labels);
     dist::barrier();
     const auto t0 = std::chrono::steady_clock::now();
+    double finish_ms = 0;
     if (sync) {
-      s.ddp->backward(loss);
+      loss.backward();
+      const auto t1 = std::chrono::steady_clock::now();
+      s.ddp->finish();
+      finish_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
     } else {
       auto no_sync = s.ddp->no_sync();
       loss.backward();
     }
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (keep) s.samples.push_back(ms);
+    if (keep) {
+      s.samples.push_back(ms);
+      s.finish_samples.push_back(finish_ms);
+    }
   };
   for (int i = 0; i < opt.warmup + opt.reps; ++i) {
     const bool keep = i >= opt.warmup;
@@ -147,11 +158,12 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
     fmt::print(
         "RESULT bench=dist.overlap world={} per_rank_batch={} params={} buckets={} "
         "comm_thread={} backward_ms={:.4g} ddp_backward_ms={:.4g} comm_ms={:.4g} "
-        "hidden_frac={:.3f} polled_ddp_backward_ms={:.4g} polled_hidden_frac={:.3f}\n",
+        "hidden_frac={:.3f} finish_ms={:.4g} polled_ddp_backward_ms={:.4g} "
+        "polled_hidden_frac={:.3f} polled_finish_ms={:.4g}\n",
         world, c.batch, local.model->num_parameters(), threaded.ddp->buckets().size(),
         threaded.ddp->uses_comm_thread() ? 1 : 0, backward_ms, ddp_ms, comm_ms,
-        (backward_ms + comm_ms - ddp_ms) / comm_ms, polled_ms,
-        (backward_ms + comm_ms - polled_ms) / comm_ms);
+        (backward_ms + comm_ms - ddp_ms) / comm_ms, median(threaded.finish_samples), polled_ms,
+        (backward_ms + comm_ms - polled_ms) / comm_ms, median(polled.finish_samples));
 }
 
 template <class M>
