@@ -9,10 +9,14 @@
 //   RESULT bench=dist.alpha_beta world=P alpha_us=<a> beta_ns_per_byte=<b>
 // busbw = algbw * 2(P-1)/P, the bytes each rank moves in a ring all-reduce (NCCL's convention).
 // --part overlap: encoder_small (bench/encoder_model.h), per rank batch 32/P: the backward
-// alone (DDP hooks off under no_sync), the backward with DDP's bucketed all-reduces overlapped and
-// finish(), and the all-reduce of all gradients alone:
-//   RESULT bench=dist.overlap world=P backward_ms= ddp_backward_ms= comm_ms= hidden_frac=
-// hidden_frac = (backward + comm - ddp_backward) / comm: the share of communication hidden.
+// alone (DDP hooks off under no_sync), the backward with DDP's bucketed all-reduces and finish()
+// (with the communication thread, and as `polled` with the hooks polling MPI instead), and the
+// all-reduce of all gradients alone, the three backwards in alternation:
+//   RESULT bench=dist.overlap world=P ... backward_ms= ddp_backward_ms= comm_ms= hidden_frac=
+//          finish_ms= polled_ddp_backward_ms= polled_hidden_frac= polled_finish_ms=
+// hidden_frac = (backward + comm - ddp_backward) / comm: the share of communication hidden;
+// finish_ms, the time in finish() (waiting for the buckets, writing .grad), is the part of the
+// communication left exposed, a direct reading that a busy machine disturbs less.
 // --part step: whole training steps (forward, DDP backward, AdamW) of encoder_small and vit_small
 // at a fixed global batch split over the ranks, for 2 x 1 thread vs 1 x 2 threads:
 //   RESULT bench=dist.step model=<m> world=P threads=<t> global_batch=<g> ms=<median>
@@ -90,45 +94,76 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
   const int world = dist::world_size();
   bench::Config c = bench::config_named("small");
   c.batch = std::max<int64_t>(1, c.batch / world);
-  manual_seed(0);
-  auto model = std::make_shared<bench::EncoderClassifier>(c);
-  dist::DistributedDataParallel ddp(model, {.bucket_bytes = bucket_bytes});
+  // Two copies of the model, one DDP with the communication thread and one without, timed in
+  // alternation so a busy machine slows both alike.
+  struct Setup {
+    std::shared_ptr<bench::EncoderClassifier> model;
+    std::unique_ptr<dist::DistributedDataParallel> ddp;
+    std::vector<double> samples;
+    std::vector<double> finish_samples;  // the part in finish(): communication not hidden
+  };
+  auto make = [&](bool comm_thread) {
+    manual_seed(0);
+    Setup s;
+    s.model = std::make_shared<bench::EncoderClassifier>(c);
+    s.ddp = std::make_unique<dist::DistributedDataParallel>(
+        s.model,
+        dist::DataParallelOptions{.bucket_bytes = bucket_bytes, .comm_thread = comm_thread});
+    return s;
+  };
+  Setup local = make(true), threaded = make(true), polled = make(false);
   Generator gen(static_cast<uint64_t>(1 + dist::rank()));
   const Tensor tokens = randint(0, c.vocab, {c.batch, c.seq}, gen);
   const Tensor labels = randint(0, c.classes, {c.batch}, gen);
-  auto loss_of = [&] { return cross_entropy(model->forward(tokens), labels); };
   // Forwards are outside the timed part: time only backward (+ communication).
-  auto time_backward = [&](bool sync) {
-    std::vector<double> samples;
-    for (int i = 0; i < opt.warmup + opt.reps; ++i) {
-      for (Tensor& p : model->parameters()) p.set_grad(Tensor());
-      Tensor loss = loss_of();
-      dist::barrier();
-      const auto t0 = std::chrono::steady_clock::now();
-      if (sync) {
-        ddp.backward(loss);
-      } else {
-        auto local = ddp.no_sync();
-        loss.backward();
-      }
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (i >= opt.warmup) samples.push_back(ms);
+  auto time_backward = [&](Setup& s, bool sync, bool keep) {
+    for (Tensor& p : s.model->parameters()) p.set_grad(Tensor());
+    Tensor loss = cross_entropy(s.model->forward(tokens), labels);
+    dist::barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    double finish_ms = 0;
+    if (sync) {
+      loss.backward();
+      const auto t1 = std::chrono::steady_clock::now();
+      s.ddp->finish();
+      finish_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    } else {
+      auto no_sync = s.ddp->no_sync();
+      loss.backward();
     }
-    std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (keep) {
+      s.samples.push_back(ms);
+      s.finish_samples.push_back(finish_ms);
+    }
   };
-  const double backward_ms = time_backward(false);
-  const double ddp_ms = time_backward(true);
-  Tensor all_grads = zeros({model->num_parameters()});
+  for (int i = 0; i < opt.warmup + opt.reps; ++i) {
+    const bool keep = i >= opt.warmup;
+    time_backward(local, false, keep);
+    time_backward(threaded, true, keep);
+    time_backward(polled, true, keep);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double backward_ms = median(local.samples);
+  const double ddp_ms = median(threaded.samples), polled_ms = median(polled.samples);
+  Tensor all_grads = zeros({local.model->num_parameters()});
   const double comm_ms =
       median_ms(opt, [&] { dist::all_reduce_(all_grads, dist::ReduceOp::Mean); });
   if (dist::rank() == 0)
     fmt::print(
         "RESULT bench=dist.overlap world={} per_rank_batch={} params={} buckets={} "
-        "backward_ms={:.4g} ddp_backward_ms={:.4g} comm_ms={:.4g} hidden_frac={:.3f}\n",
-        world, c.batch, model->num_parameters(), ddp.buckets().size(), backward_ms, ddp_ms, comm_ms,
-        (backward_ms + comm_ms - ddp_ms) / comm_ms);
+        "comm_thread={} backward_ms={:.4g} ddp_backward_ms={:.4g} comm_ms={:.4g} "
+        "hidden_frac={:.3f} finish_ms={:.4g} polled_ddp_backward_ms={:.4g} "
+        "polled_hidden_frac={:.3f} polled_finish_ms={:.4g}\n",
+        world, c.batch, local.model->num_parameters(), threaded.ddp->buckets().size(),
+        threaded.ddp->uses_comm_thread() ? 1 : 0, backward_ms, ddp_ms, comm_ms,
+        (backward_ms + comm_ms - ddp_ms) / comm_ms, median(threaded.finish_samples), polled_ms,
+        (backward_ms + comm_ms - polled_ms) / comm_ms, median(polled.finish_samples));
 }
 
 template <class M>

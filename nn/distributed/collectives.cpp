@@ -34,9 +34,10 @@ void check_same_layout(const char* what, const Tensor& t, int64_t extra,
   for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kMaxDims); ++d) mine[4 + d] = t.size(d);
   std::vector<int64_t> all(static_cast<size_t>(kFields) * ctx.world);
   MPI_Request req;
-  check_rc(MPI_Iallgather(mine.data(), kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T,
-                          ctx.comm, &req),
-           what);
+  call(what, [&] {
+    return MPI_Iallgather(mine.data(), kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T,
+                          ctx.comm, &req);
+  });
   wait_request(req, fmt::format("{} (checking that the ranks agree)", what));
   auto describe = [&](int r) {
     const int64_t* f = all.data() + static_cast<size_t>(r) * kFields;
@@ -117,9 +118,8 @@ void broadcast_(Tensor& t, int root) {
   const std::string what =
       fmt::format("broadcast ({} {}, root {})", dtype_name(t.dtype()), shape_str(t.shape()), root);
   MPI_Request req;
-  check_rc(
-      MPI_Ibcast(raw_data(buf), checked_count(bytes, "broadcast"), MPI_BYTE, root, ctx.comm, &req),
-      what);
+  const int count = checked_count(bytes, "broadcast");
+  call(what, [&] { return MPI_Ibcast(raw_data(buf), count, MPI_BYTE, root, ctx.comm, &req); });
   wait_request(req, what);
   if (!direct)
     t.detach().copy_(buf);
@@ -140,9 +140,10 @@ Tensor all_gather(const Tensor& t) {
   const std::string what =
       fmt::format("all_gather ({} {})", dtype_name(t.dtype()), shape_str(t.shape()));
   MPI_Request req;
-  check_rc(MPI_Iallgather(raw_data(buf), bytes, MPI_BYTE, raw_data(out), bytes, MPI_BYTE, ctx.comm,
-                          &req),
-           what);
+  call(what, [&] {
+    return MPI_Iallgather(raw_data(buf), bytes, MPI_BYTE, raw_data(out), bytes, MPI_BYTE, ctx.comm,
+                          &req);
+  });
   wait_request(req, what);
   return out;
 }
@@ -150,7 +151,7 @@ Tensor all_gather(const Tensor& t) {
 void barrier() {
   require_ready("barrier");
   MPI_Request req;
-  check_rc(MPI_Ibarrier(ctx.comm, &req), "barrier");
+  call("barrier", [&] { return MPI_Ibarrier(ctx.comm, &req); });
   wait_request(req, "barrier");
 }
 

@@ -6,14 +6,20 @@
 // in AccumulateGrad, core/autograd.cpp) and sees the parameter's complete gradient of this
 // backward (the engine sums every consumer's part before a node runs), before it is added to
 // .grad; the bucket therefore gets .grad + incoming (the same add, grad_sum, that AccumulateGrad
-// does next), and finish() overwrites .grad with the mean.
+// does next), and finish() overwrites .grad with the mean. A complete bucket's all-reduce runs on
+// the communication thread (comm_thread.h), the hooks only hand it over.
 #include "nabla/nn/distributed/data_parallel.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "nabla/core/autograd.h"
 #include "nabla/core/dtype.h"
 #include "nabla/core/shape.h"
+#include "nabla/nn/distributed/comm_thread.h"
 #include "nabla/nn/distributed/dist_detail.h"
 
 namespace nabla::dist {
@@ -36,10 +42,14 @@ struct DistributedDataParallel::State {
   };
   std::vector<Param> params;
   std::vector<Bucket> buckets;
+  std::vector<Tensor> buffers;
   GradReduction reduction = GradReduction::Auto;
+  int root = 0;
+  bool broadcast_buffers = true;
   bool no_sync = false;
   bool syncing = false;    // a synchronised backward has begun and finish() has not run
   size_t next_bucket = 0;  // buckets start strictly in index order
+  std::unique_ptr<detail::CommThread> comm;  // null: the hooks start the buckets themselves
 
   Tensor slot(const Param& p) const {
     return buckets[p.bucket].flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
@@ -58,11 +68,17 @@ struct DistributedDataParallel::State {
   void start(size_t b) {
     Bucket& bucket = buckets[b];
     bucket.started = true;
-    bucket.work = detail::all_reduce_flat_async(
-        bucket.flat, ReduceOp::Mean, rank_order(bucket.dtype),
-        fmt::format("DistributedDataParallel gradient bucket {} ({} {}, first parameter '{}')", b,
-                    bucket.params.size(), dtype_name(bucket.dtype),
-                    params[bucket.params.front()].name));
+    std::string what = fmt::format(
+        "DistributedDataParallel gradient bucket {} ({} {}, first parameter '{}')", b,
+        bucket.params.size(), dtype_name(bucket.dtype), params[bucket.params.front()].name);
+    const bool ordered = rank_order(bucket.dtype);
+    if (comm) {
+      comm->submit([flat = bucket.flat, ordered, what = std::move(what)] {
+        return detail::all_reduce_flat_async(flat, ReduceOp::Mean, ordered, what);
+      });
+    } else {
+      bucket.work = detail::all_reduce_flat_async(bucket.flat, ReduceOp::Mean, ordered, what);
+    }
   }
 
   // Lets MPI progress the buckets in flight (non-blocking collectives advance inside MPI calls).
@@ -85,7 +101,7 @@ struct DistributedDataParallel::State {
     p.ready = true;
     Bucket& bucket = buckets[p.bucket];
     if (--bucket.pending == 0) start_ready_buckets();
-    progress();
+    if (!comm) progress();
   }
 
   void finish() {
@@ -106,7 +122,10 @@ struct DistributedDataParallel::State {
       buckets[b].pending = 0;
     }
     start_ready_buckets();
-    for (Bucket& bucket : buckets) bucket.work.wait();
+    if (comm)
+      comm->wait_all();
+    else
+      for (Bucket& bucket : buckets) bucket.work.wait();
     for (Param& p : params) {
       Tensor g = empty(p.tensor.shape(), p.tensor.dtype());
       g.copy_(slot(p));
@@ -119,8 +138,60 @@ struct DistributedDataParallel::State {
     }
     next_bucket = 0;
     syncing = false;
+    if (broadcast_buffers) sync_buffers();
+  }
+
+  // Every buffer packed into one message: one broadcast per step, not one per buffer.
+  void sync_buffers() {
+    if (buffers.empty() || world_size() == 1) return;
+    NoGradGuard no_grad;
+    std::vector<Tensor> packed;
+    int64_t total = 0;
+    for (const Tensor& b : buffers) {
+      packed.push_back(b.detach().contiguous());
+      total += b.numel() * static_cast<int64_t>(dtype_size(b.dtype()));
+    }
+    auto bytes_of = [](const Tensor& t) {
+      return static_cast<char*>(t.storage()->data()) +
+             t.offset() * static_cast<int64_t>(dtype_size(t.dtype()));
+    };
+    std::vector<char> message(static_cast<size_t>(total));
+    int64_t at = 0;
+    for (const Tensor& t : packed) {
+      const int64_t n = t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+      std::memcpy(message.data() + at, bytes_of(t), static_cast<size_t>(n));
+      at += n;
+    }
+    detail::broadcast_bytes(
+        message.data(), total, root,
+        fmt::format("DistributedDataParallel buffers ({} of them, root {})", buffers.size(), root));
+    if (rank() == root) return;
+    at = 0;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const Tensor& t = packed[i];
+      const int64_t n = t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+      std::memcpy(bytes_of(t), message.data() + at, static_cast<size_t>(n));
+      at += n;
+      if (t.storage() == buffers[i].storage())
+        t.storage()->bump_version();
+      else
+        buffers[i].detach().copy_(t);  // a non-contiguous buffer: through its copy
+    }
   }
 };
+
+namespace {
+
+bool comm_thread_from_env(bool option) {
+  const char* v = std::getenv("NABLA_DDP_COMM_THREAD");
+  if (!v || !*v) return option;
+  if (std::strcmp(v, "0") == 0) return false;
+  if (std::strcmp(v, "1") == 0) return true;
+  throw ValueError(
+      fmt::format("DistributedDataParallel: NABLA_DDP_COMM_THREAD='{}' is neither 0 nor 1", v));
+}
+
+}  // namespace
 
 namespace {
 
@@ -190,6 +261,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   if (options.root < 0 || options.root >= world_size())
     throw IndexError(fmt::format("DistributedDataParallel: root {} is not a rank (world size {})",
                                  options.root, world_size()));
+  const bool use_comm_thread = comm_thread_from_env(options.comm_thread);
   check_same_state(*module_);
   for (const auto& [name, t] : module_->named_parameters()) {
     Tensor x = t;
@@ -204,6 +276,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   // holds bucket_bytes.
   State& s = *state_;
   s.reduction = options.reduction;
+  s.root = options.root;
+  s.broadcast_buffers = options.broadcast_buffers;
+  // Persistent buffers only: the others (PositionalEncoding's table) are derived from the
+  // configuration, which check_same_state compared, and would cost their bytes every step.
+  std::set<std::string> persistent;
+  for (const auto& [name, t] : module_->state_dict()) persistent.insert(name);
+  for (const auto& [name, t] : module_->named_buffers())
+    if (persistent.count(name)) s.buffers.push_back(t);
   const io::NamedTensors named = module_->named_parameters();
   std::vector<std::pair<DType, size_t>> open;  // dtype -> index of its open bucket
   for (auto it = named.rbegin(); it != named.rend(); ++it) {
@@ -244,6 +324,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       return Tensor();
     });
   }
+  if (use_comm_thread) s.comm = std::make_unique<detail::CommThread>();
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
@@ -256,6 +337,10 @@ void DistributedDataParallel::backward(const Tensor& loss) {
 void DistributedDataParallel::finish() { state_->finish(); }
 
 bool DistributedDataParallel::sync_pending() const { return state_->syncing; }
+
+void DistributedDataParallel::broadcast_buffers() { state_->sync_buffers(); }
+
+bool DistributedDataParallel::uses_comm_thread() const { return state_->comm != nullptr; }
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
     : ddp_(ddp), prev_(ddp.state_->no_sync) {

@@ -16,13 +16,15 @@
 // the same parameter and buffer list (names, dtypes, shapes): a mismatch throws DistError naming
 // the first differing entry and the ranks. Gradients are put in buckets of about bucket_bytes in
 // reverse registration order (the order backward produces them, as PyTorch's Reducer); a hook on
-// each parameter's gradient marks it ready, and when a bucket is complete its non-blocking
-// all-reduce starts while backward goes on. Buckets start in index order on every rank (a bucket
-// that completes early waits for the ones before it), so all ranks issue the same collectives in
-// the same order. finish() (called by backward()) starts any bucket still waiting (a parameter
-// that got no gradient contributes its .grad or zeros), waits for all of them and writes the mean
-// into each .grad. Until finish() the .grad of a synchronised parameter holds the local sum only;
-// a second backward before finish() throws.
+// each parameter's gradient marks it ready, and when a bucket is complete it goes to DDP's
+// communication thread, which runs its all-reduce while backward goes on. Buckets start in index
+// order on every rank (a bucket that completes early waits for the ones before it), so all ranks
+// issue the same collectives in the same order. finish() (called by backward()) hands over any
+// bucket still waiting (a parameter that got no gradient contributes its .grad or zeros), waits
+// for all of them, writes the mean into each .grad and broadcasts the buffers from rank 0. Until
+// finish() the .grad of a synchronised parameter holds the local sum only; a second backward
+// before finish() throws. An error on the communication thread (a timed-out peer, an MPI error)
+// is rethrown by finish().
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -45,6 +47,14 @@ struct DataParallelOptions {
   int64_t bucket_bytes = int64_t{4} << 20;  // PyTorch's bucket_cap_mb = 25; 4 MiB here (issue 24)
   GradReduction reduction = GradReduction::Auto;
   int root = 0;  // the rank whose initial parameters and buffers everyone starts from
+  // The buckets' all-reduces run on a background thread that overlaps them with backward. false:
+  // the gradient hooks start them and poll MPI, which OpenMPI's shared memory transport does not
+  // progress enough to overlap (kept to measure against). NABLA_DDP_COMM_THREAD=0 or 1 in the
+  // environment overrides this.
+  bool comm_thread = true;
+  // PyTorch's broadcast_buffers: every synchronised finish() ends by copying root's buffers
+  // (BatchNorm's running statistics, ...) to every rank, so each forward starts from root's.
+  bool broadcast_buffers = true;
 };
 
 class DistributedDataParallel {
@@ -64,6 +74,10 @@ class DistributedDataParallel {
   void finish();
   // True between a synchronised backward's first gradient and finish().
   bool sync_pending() const;
+  // Root's buffers to every rank now, in one message (finish() does it when broadcast_buffers is
+  // on). Every rank must call it.
+  void broadcast_buffers();
+  bool uses_comm_thread() const;
 
   // While a NoSync lives, backward only accumulates into .grad locally (gradient accumulation);
   // the first backward after it ends all-reduces the accumulated sums.

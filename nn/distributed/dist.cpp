@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -59,25 +60,31 @@ void check_rc(int rc, const std::string& what) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
-  MPI_Error_string(rc, text, &len);
+  {
+    std::lock_guard<std::mutex> lock(ctx.mpi_mutex);
+    MPI_Error_string(rc, text, &len);
+  }
   fail(fmt::format("dist::{}: MPI error on rank {} of {}: {}", what, ctx.rank, ctx.world,
                    std::string(text, static_cast<size_t>(len))));
+}
+
+void fail_timeout(const std::string& what) {
+  fail(fmt::format(
+      "dist::{}: timed out after {} s on rank {} of {} (NABLA_DIST_TIMEOUT): a peer rank "
+      "died, hangs, or called a different collective",
+      what, ctx.timeout.load(), ctx.rank, ctx.world));
 }
 
 // Polls `req` until it completes or the deadline passes. A short spin first (small messages
 // complete in microseconds), then short sleeps so a waiting rank leaves the core to the others.
 void wait_request(MPI_Request& req, const std::string& what) {
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(ctx.timeout);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(ctx.timeout.load());
   for (int polls = 0;; ++polls) {
     int flag = 0;
-    check_rc(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), what);
+    call(what, [&] { return MPI_Test(&req, &flag, MPI_STATUS_IGNORE); });
     if (flag) return;
-    if (Clock::now() > deadline)
-      fail(fmt::format(
-          "dist::{}: timed out after {} s on rank {} of {} (NABLA_DIST_TIMEOUT): a peer rank "
-          "died, hangs, or called a different collective",
-          what, ctx.timeout, ctx.rank, ctx.world));
+    if (Clock::now() > deadline) fail_timeout(what);
     if (polls > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -149,6 +156,7 @@ struct Work::State {
   ReduceOp op = ReduceOp::Sum;
   bool rank_order = false;
   bool done = false;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   void complete() {
     NoGradGuard no_grad;
@@ -210,8 +218,15 @@ bool Work::test() {
   if (!state_ || state_->done) return true;
   if (ctx.broken) return false;
   int flag = 0;
-  check_rc(MPI_Test(&state_->req, &flag, MPI_STATUS_IGNORE), state_->what);
-  if (!flag) return false;
+  call(state_->what, [&] { return MPI_Test(&state_->req, &flag, MPI_STATUS_IGNORE); });
+  if (!flag) {
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - state_->started;
+    if (waited.count() > ctx.timeout.load()) {
+      state_->done = true;  // abandoned: the communicator is unusable now
+      fail_timeout(state_->what);
+    }
+    return false;
+  }
   state_->done = true;
   state_->complete();
   return true;
@@ -243,7 +258,9 @@ InitGuard::InitGuard(int* argc, char*** argv) {
   if (already) {
     MPI_Query_thread(&provided);
   } else {
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    // MULTIPLE when MPI has it, so a user's own MPI calls may run beside DDP's communication
+    // thread; nabla's own calls are serialised by ctx.mpi_mutex either way.
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
       throw DistError("dist::InitGuard: MPI_Init_thread failed");
     ctx.owns_mpi = true;
   }
@@ -255,6 +272,7 @@ InitGuard::InitGuard(int* argc, char*** argv) {
                     "needs MPI_THREAD_SERIALIZED ({})",
                     provided, MPI_THREAD_SERIALIZED));
   }
+  ctx.thread_level = provided;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_dup(MPI_COMM_WORLD, &ctx.comm);
   MPI_Comm_set_errhandler(ctx.comm, MPI_ERRORS_RETURN);
@@ -263,6 +281,7 @@ InitGuard::InitGuard(int* argc, char*** argv) {
   ctx.timeout = timeout;
   const char* check = std::getenv("NABLA_DIST_CHECK");
   ctx.check_metadata = !(check && std::string(check) == "0");
+  ctx.broken_why.clear();
   ctx.broken = false;
   ctx.initialized = true;
 }
@@ -283,6 +302,7 @@ InitGuard::~InitGuard() {
 bool initialized() { return ctx.initialized; }
 int rank() { return ctx.initialized ? ctx.rank : 0; }
 int world_size() { return ctx.initialized ? ctx.world : 1; }
+bool mpi_thread_multiple() { return ctx.initialized && ctx.thread_level == MPI_THREAD_MULTIPLE; }
 double timeout_seconds() { return ctx.timeout; }
 void set_timeout_seconds(double seconds) {
   if (!(seconds > 0))
@@ -293,9 +313,20 @@ void set_timeout_seconds(double seconds) {
 namespace detail {
 
 void mark_broken(const std::string& why) {
+  std::lock_guard<std::mutex> lock(ctx.broken_mutex);
   if (ctx.broken) return;
-  ctx.broken = true;
   ctx.broken_why = why;
+  ctx.broken = true;  // after the message: readers that see `broken` read a complete message
+}
+
+bool broken() { return ctx.broken; }
+
+void broadcast_bytes(void* data, int64_t bytes, int root, const std::string& what) {
+  require_ready(what.c_str());
+  const int count = checked_count(bytes, what.c_str());
+  MPI_Request req;
+  call(what, [&] { return MPI_Ibcast(data, count, MPI_BYTE, root, ctx.comm, &req); });
+  wait_request(req, what);
 }
 
 Work all_reduce_flat_async(Tensor flat, ReduceOp op, bool rank_order, std::string what) {
@@ -309,13 +340,15 @@ Work all_reduce_flat_async(Tensor flat, ReduceOp op, bool rank_order, std::strin
   const MPI_Datatype type = mpi_type(flat.dtype());
   if (s->rank_order) {
     s->gathered = empty({ctx.world, flat.numel()}, flat.dtype());
-    check_rc(MPI_Iallgather(raw_data(flat), count, type, raw_data(s->gathered), count, type,
-                            ctx.comm, &s->req),
-             s->what);
+    call(s->what, [&] {
+      return MPI_Iallgather(raw_data(flat), count, type, raw_data(s->gathered), count, type,
+                            ctx.comm, &s->req);
+    });
   } else {
-    check_rc(MPI_Iallreduce(MPI_IN_PLACE, raw_data(flat), count, type, mpi_op(flat.dtype()),
-                            ctx.comm, &s->req),
-             s->what);
+    call(s->what, [&] {
+      return MPI_Iallreduce(MPI_IN_PLACE, raw_data(flat), count, type, mpi_op(flat.dtype()),
+                            ctx.comm, &s->req);
+    });
   }
   return Work(std::move(s));
 }
@@ -325,7 +358,9 @@ std::vector<std::string> all_gather_bytes(const std::string& mine, const char* w
   int64_t len = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lens(static_cast<size_t>(ctx.world));
   MPI_Request req;
-  check_rc(MPI_Iallgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, ctx.comm, &req), what);
+  call(what, [&] {
+    return MPI_Iallgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, ctx.comm, &req);
+  });
   wait_request(req, what);
   std::vector<int> counts(lens.size()), displs(lens.size());
   int64_t total = 0;
@@ -335,9 +370,10 @@ std::vector<std::string> all_gather_bytes(const std::string& mine, const char* w
     total += lens[r];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  check_rc(MPI_Iallgatherv(mine.data(), counts[static_cast<size_t>(ctx.rank)], MPI_CHAR, all.data(),
-                           counts.data(), displs.data(), MPI_CHAR, ctx.comm, &req),
-           what);
+  call(what, [&] {
+    return MPI_Iallgatherv(mine.data(), counts[static_cast<size_t>(ctx.rank)], MPI_CHAR, all.data(),
+                           counts.data(), displs.data(), MPI_CHAR, ctx.comm, &req);
+  });
   wait_request(req, what);
   std::vector<std::string> out;
   for (size_t r = 0; r < lens.size(); ++r)

@@ -24,11 +24,13 @@ struct DistError : Error {
   using Error::Error;
 };
 
-// MPI_Init_thread (MPI_THREAD_SERIALIZED requested and checked: any one thread at a time may call
-// nabla::dist, e.g. a backward pass run on a worker thread) and MPI_Finalize, for the guard's
-// lifetime. One per process, made once; a second throws. If a collective failed, or the guard is
-// destroyed while an exception unwinds, it calls MPI_Abort instead of MPI_Finalize: finalize
-// would wait for the dead peer, abort makes mpirun end every rank.
+// MPI_Init_thread and MPI_Finalize, for the guard's lifetime. It asks for MPI_THREAD_MULTIPLE and
+// needs at least MPI_THREAD_SERIALIZED: nabla's own MPI calls, from the caller's threads and from
+// DDP's communication thread, hold one lock, so they never run concurrently; a user's own MPI
+// calls may run beside them only when MPI provides MULTIPLE (mpi_thread_multiple()). One per
+// process, made once; a second throws. If a collective failed, or the guard is destroyed while an
+// exception unwinds, it calls MPI_Abort instead of MPI_Finalize: finalize would wait for the dead
+// peer, abort makes mpirun end every rank.
 class InitGuard {
  public:
   InitGuard();
@@ -41,6 +43,8 @@ class InitGuard {
 bool initialized();  // an InitGuard is alive
 int rank();          // this process's rank; 0 when not initialized (a plain single process)
 int world_size();    // 1 when not initialized
+// MPI provides MPI_THREAD_MULTIPLE (false when not initialized).
+bool mpi_thread_multiple();
 // The deadline of every wait, in seconds: NABLA_DIST_TIMEOUT read at InitGuard, or the last
 // set_timeout_seconds.
 double timeout_seconds();
@@ -68,7 +72,8 @@ void barrier();
 
 // A collective in flight. wait() finishes it (results written into the tensor it was started on)
 // or throws DistError on an MPI error or at the deadline; test() progresses it without blocking
-// and says whether wait() would return at once. The destructor waits (errors are then only
+// and says whether wait() would return at once (it throws once the deadline, counted from the
+// start, has passed). The destructor waits (errors are then only
 // recorded: the InitGuard aborts). Move-only.
 class Work {
  public:

@@ -1,5 +1,6 @@
 // Internals of nabla::dist shared with DistributedDataParallel (not part of the public API).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,5 +15,8 @@ Work all_reduce_flat_async(Tensor flat, ReduceOp op, bool rank_order, std::strin
 std::vector<std::string> all_gather_bytes(const std::string& mine, const char* what);
 // Marks the communicator unusable: later collectives throw, the InitGuard aborts.
 void mark_broken(const std::string& why);
+bool broken();
+// `bytes` bytes at `data` become root's on every rank (no metadata check); waits.
+void broadcast_bytes(void* data, int64_t bytes, int root, const std::string& what);
 
 }  // namespace nabla::dist::detail

@@ -3,7 +3,9 @@
 #pragma once
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "nabla/core/dtype.h"
@@ -13,15 +15,20 @@
 namespace nabla::dist::mpi {
 
 struct Context {
-  bool initialized = false;
+  std::atomic<bool> initialized = false;
   bool owns_mpi = false;  // we called MPI_Init_thread, so we finalize
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int world = 1;
-  double timeout = 300.0;
+  int thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
+  std::atomic<double> timeout = 300.0;
   bool check_metadata = true;
-  bool broken = false;
-  std::string broken_why;
+  std::atomic<bool> broken = false;
+  std::string broken_why;  // written once, before `broken` turns true
+  std::mutex broken_mutex;
+  // Held around every MPI call nabla makes: DDP's communication thread and the caller's thread
+  // both call MPI, and MPI_THREAD_SERIALIZED allows one thread inside MPI at a time.
+  std::mutex mpi_mutex;
 };
 extern Context ctx;
 
@@ -29,8 +36,20 @@ extern Context ctx;
 void require_ready(const char* what);
 // Marks the communicator unusable and throws DistError(message).
 [[noreturn]] void fail(const std::string& message);
+// The deadline's DistError for `what` (marking the communicator unusable).
+[[noreturn]] void fail_timeout(const std::string& what);
 // MPI's return code as a DistError naming `what` (and marking the communicator unusable).
 void check_rc(int rc, const std::string& what);
+// One MPI call under ctx.mpi_mutex; its error as a DistError naming `what`.
+template <class F>
+void call(const std::string& what, F&& mpi_call) {
+  int rc;
+  {
+    std::lock_guard<std::mutex> lock(ctx.mpi_mutex);
+    rc = mpi_call();
+  }
+  check_rc(rc, what);
+}
 // Polls `req` until it completes or the deadline (NABLA_DIST_TIMEOUT) passes.
 void wait_request(MPI_Request& req, const std::string& what);
 // n as MPI's int count, or a DistError naming `what`.

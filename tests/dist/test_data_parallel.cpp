@@ -1,10 +1,16 @@
 // DistributedDataParallel between the ranks mpirun started: start-up broadcast and model check,
-// buckets, mean gradients (float64 bitwise against the ranks' gradients summed here in rank order),
-// no_sync accumulation, unused parameters, misuse.
+// buckets, mean gradients (float64 bitwise against the ranks' gradients summed here in rank order;
+// with and without the communication thread), no_sync accumulation, unused parameters, buffer
+// broadcast, the communication thread's errors, misuse.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <stdexcept>
+
 #include "nabla/nabla.h"
+#include "nabla/nn/distributed/comm_thread.h"
 #include "nabla/nn/distributed/data_parallel.h"
+#include "nabla/nn/distributed/dist_detail.h"
 
 namespace {
 
@@ -70,20 +76,23 @@ TEST_CASE("DistributedDataParallel: every rank starts from rank 0's parameters",
 
 TEST_CASE("DistributedDataParallel: gradients are the mean over ranks, bitwise in float64",
           "[ddp]") {
-  for (int64_t bucket_bytes : {int64_t{4} << 20, int64_t{64}}) {
-    INFO("bucket_bytes " << bucket_bytes);
-    auto model = make_mlp(7);
-    dist::DistributedDataParallel ddp(model, {.bucket_bytes = bucket_bytes});
-    for (int step = 0; step < 2; ++step) {
-      for (Tensor& p : model->parameters()) p.set_grad(Tensor());
-      ddp.backward(loss_of(*model, batch_of(dist::rank(), step)));
-      CHECK_FALSE(ddp.sync_pending());
-      auto ref = make_mlp(7);
-      const std::vector<Tensor> want = expected_mean_grads(*ref, {step});
-      const std::vector<Tensor> params = model->parameters();
-      for (size_t i = 0; i < params.size(); ++i) CHECK(bit_equal(params[i].grad(), want[i]));
+  for (const bool comm_thread : {true, false})
+    for (int64_t bucket_bytes : {int64_t{4} << 20, int64_t{64}}) {
+      INFO("bucket_bytes " << bucket_bytes << ", comm_thread " << comm_thread);
+      auto model = make_mlp(7);
+      dist::DistributedDataParallel ddp(model,
+                                        {.bucket_bytes = bucket_bytes, .comm_thread = comm_thread});
+      REQUIRE(ddp.uses_comm_thread() == comm_thread);
+      for (int step = 0; step < 2; ++step) {
+        for (Tensor& p : model->parameters()) p.set_grad(Tensor());
+        ddp.backward(loss_of(*model, batch_of(dist::rank(), step)));
+        CHECK_FALSE(ddp.sync_pending());
+        auto ref = make_mlp(7);
+        const std::vector<Tensor> want = expected_mean_grads(*ref, {step});
+        const std::vector<Tensor> params = model->parameters();
+        for (size_t i = 0; i < params.size(); ++i) CHECK(bit_equal(params[i].grad(), want[i]));
+      }
     }
-  }
 }
 
 TEST_CASE("DistributedDataParallel: buckets follow reverse registration order and the size cap",
@@ -198,4 +207,85 @@ TEST_CASE("DistributedDataParallel: different models on the ranks are named at s
                         Catch::Contains("parameter '0.weight' float64 (9, 4) on rank 1"));
   // Start-up refusals leave the communicator usable.
   dist::barrier();
+}
+
+namespace {
+
+// Linear -> BatchNorm1d: training forwards move the running statistics by each rank's own batch.
+struct BatchNormNet : nn::Module {
+  std::shared_ptr<nn::Linear> fc;
+  std::shared_ptr<nn::BatchNorm1d> bn;
+  BatchNormNet() : Module("BatchNormNet") {
+    manual_seed(21);
+    fc = register_module("fc", std::make_shared<nn::Linear>(4, 3));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm1d>(3));
+  }
+  Tensor operator()(const Tensor& x) const { return (*bn)((*fc)(x)); }
+};
+
+}  // namespace
+
+TEST_CASE("DistributedDataParallel: finish() broadcasts rank 0's buffers (broadcast_buffers)",
+          "[ddp]") {
+  if (dist::world_size() < 2) return;
+  for (const bool broadcast : {true, false}) {
+    INFO("broadcast_buffers " << broadcast);
+    auto model = std::make_shared<BatchNormNet>();
+    dist::DistributedDataParallel ddp(model, {.broadcast_buffers = broadcast});
+    const Tensor x = batch_of(dist::rank(), 0, kFloat32);
+    ddp.backward(sum((*model)(x)));
+    // Rank 0's statistics after its own forward, recomputed here on every rank.
+    auto ref = std::make_shared<BatchNormNet>();
+    (*ref)(batch_of(0, 0, kFloat32));
+    const bool mean_is_rank0s = bit_equal(model->bn->running_mean(), ref->bn->running_mean());
+    const bool var_is_rank0s = bit_equal(model->bn->running_var(), ref->bn->running_var());
+    CHECK(bit_equal(model->bn->num_batches_tracked(), ref->bn->num_batches_tracked()));
+    if (broadcast || dist::rank() == 0) {
+      CHECK(mean_is_rank0s);
+      CHECK(var_is_rank0s);
+    } else {
+      CHECK_FALSE(mean_is_rank0s);  // rank 1 keeps its own batch's statistics
+      CHECK_FALSE(var_is_rank0s);
+    }
+  }
+}
+
+TEST_CASE("DistributedDataParallel: NABLA_DDP_COMM_THREAD overrides the option", "[ddp]") {
+  auto model = make_mlp(4);
+  ::setenv("NABLA_DDP_COMM_THREAD", "0", 1);
+  CHECK_FALSE(dist::DistributedDataParallel(model).uses_comm_thread());
+  ::setenv("NABLA_DDP_COMM_THREAD", "1", 1);
+  CHECK(dist::DistributedDataParallel(model, {.comm_thread = false}).uses_comm_thread());
+  ::setenv("NABLA_DDP_COMM_THREAD", "yes", 1);
+  CHECK_THROWS_WITH(dist::DistributedDataParallel(model),
+                    Catch::Contains("NABLA_DDP_COMM_THREAD='yes' is neither 0 nor 1"));
+  ::unsetenv("NABLA_DDP_COMM_THREAD");
+  CHECK(dist::DistributedDataParallel(model).uses_comm_thread());
+}
+
+TEST_CASE("The communication thread runs collectives in order and carries errors to wait_all",
+          "[ddp]") {
+  dist::detail::CommThread comm;
+  std::vector<Tensor> flats;
+  for (int i = 0; i < 4; ++i) {
+    flats.push_back(full({5}, double(dist::rank() + 1 + 10 * i), kFloat64));
+    comm.submit([flat = flats.back()] {
+      return dist::detail::all_reduce_flat_async(flat, dist::ReduceOp::Sum, false, "test bucket");
+    });
+  }
+  comm.wait_all();
+  const double ranks_sum = dist::world_size() * (dist::world_size() + 1) / 2.0;
+  for (int i = 0; i < 4; ++i)
+    CHECK(flats[static_cast<size_t>(i)].to_vector<double>() ==
+          std::vector<double>(5, ranks_sum + 10.0 * i * dist::world_size()));
+  // An exception on the thread (here from starting a collective) reaches the caller, not
+  // std::terminate; the collectives after it still run, and the error stays.
+  comm.submit([]() -> dist::Work { throw std::runtime_error("bucket refused"); });
+  Tensor after = full({2}, 1.0, kFloat64);
+  comm.submit([after] {
+    return dist::detail::all_reduce_flat_async(after, dist::ReduceOp::Sum, false, "after");
+  });
+  CHECK_THROWS_WITH(comm.wait_all(), "bucket refused");
+  CHECK(after.to_vector<double>() == std::vector<double>(2, double(dist::world_size())));
+  CHECK_THROWS_WITH(comm.wait_all(), "bucket refused");
 }

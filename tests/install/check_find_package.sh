@@ -2,7 +2,8 @@
 # Installs the built nabla into a temporary prefix, then configures, builds and runs the README's
 # "write your own model" program (examples/user_project) out of tree with find_package(nabla).
 # Usage: check_find_package.sh <nabla build dir> <nabla source dir> [extra cmake args...]
-# NABLA_PROJECT and NABLA_PROGRAM pick another project (a folder of the source tree) and its program.
+# NABLA_PROJECT and NABLA_PROGRAM pick another project (a folder of the source tree) and its program;
+# NABLA_RUNNER, words put before the program (e.g. "mpiexec -np 2"), how to run it.
 set -euo pipefail
 build=$1 src=$2
 project=${NABLA_PROJECT:-examples/user_project} program=${NABLA_PROGRAM:-my_model}
@@ -21,4 +22,5 @@ if [[ $top != nabla ]]; then
 fi
 quiet cmake -S "$src/$project" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" "$@"
 quiet cmake --build "$work/build"
-"$work/build/$program" || { rc=$?; echo "$program exited with status $rc" >&2; exit "$rc"; }
+read -ra runner <<<"${NABLA_RUNNER:-}"
+"${runner[@]}" "$work/build/$program" || { rc=$?; echo "$program exited with status $rc" >&2; exit "$rc"; }
