@@ -9,7 +9,8 @@
 // Writes metrics.csv, loss.png, per.png (test PER and word accuracy per epoch), per_by_length.csv
 // and .png (bins 1-4, 5-8, 9-12, 13+ letters), cross_attention_<k>_{head<h>,mean}.png for three
 // test words (each figure also .svg) and a checkpoint (resume with --resume). Ends with a RESULT
-// line.
+// line. --ema D evaluates a moving average of the weights instead of the last ones (both scored at
+// the end); --bf16 runs the training forwards under bf16 autocast.
 #include <fmt/format.h>
 
 #include <algorithm>
