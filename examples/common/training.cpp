@@ -13,14 +13,19 @@
 namespace nabla::examples {
 
 Checkpointer::Checkpointer(std::string path, nn::Module& model, optim::Optimizer& optimizer,
-                           optim::LRScheduler* scheduler)
-    : path_(std::move(path)), model_(model), optimizer_(optimizer), scheduler_(scheduler) {}
+                           optim::LRScheduler* scheduler, nn::Module* average)
+    : path_(std::move(path)),
+      model_(model),
+      optimizer_(optimizer),
+      scheduler_(scheduler),
+      average_(average) {}
 
 void Checkpointer::save(const RunState& state, const data::LoaderCursor& cursor) const {
   io::Checkpoint ck;
   ck.put_section("model", model_.state_dict());
   ck.put_section("optimizer", optimizer_.state_dict());
   if (scheduler_) ck.put_section("scheduler", scheduler_->state_dict());
+  if (average_) ck.put_section("average", average_->state_dict());
   io::save_generator(ck, "default", default_generator());
   ck.set("step", state.step);
   ck.set("loss_ema", state.loss_ema);
@@ -34,6 +39,14 @@ std::optional<std::pair<RunState, data::LoaderCursor>> Checkpointer::load() cons
   model_.load_state_dict(ck.section("model"));
   optimizer_.load_state_dict(ck.section("optimizer"));
   if (scheduler_) scheduler_->load_state_dict(ck.section("scheduler"));
+  if (average_) {
+    if (!ck.has_section("average"))
+      throw ValueError(fmt::format(
+          "{} has no weight average: it was written by a run without one; resume with that "
+          "run's flags",
+          path_));
+    average_->load_state_dict(ck.section("average"));
+  }
   io::load_generator(ck, "default", default_generator());
   return std::pair{RunState{ck.get_int("step"), ck.get_float("loss_ema")},
                    io::load_loader_position(ck, "train")};

@@ -26,8 +26,10 @@ struct RunState {
 // keeps the previous checkpoint).
 class Checkpointer {
  public:
+  // average: a second module saved beside the model as section "average" (e.g. a
+  // WeightAverage), or none.
   Checkpointer(std::string path, nn::Module& model, optim::Optimizer& optimizer,
-               optim::LRScheduler* scheduler = nullptr);
+               optim::LRScheduler* scheduler = nullptr, nn::Module* average = nullptr);
   void save(const RunState& state, const data::LoaderCursor& cursor) const;
   // Restores everything from the file and returns the run's state and loader cursor; nullopt
   // (and nothing touched) when the file does not exist.
@@ -39,6 +41,7 @@ class Checkpointer {
   nn::Module& model_;
   optim::Optimizer& optimizer_;
   optim::LRScheduler* scheduler_;
+  nn::Module* average_;
 };
 
 // The per-step training loss and its exponential moving average (factor 0.98), and a held-out

@@ -21,7 +21,8 @@ TrainingRun::TrainingRun(Options options, nn::Module& model, optim::Optimizer& o
                          optim::LRScheduler* scheduler, std::function<data::LoaderCursor()> cursor)
     : options_(std::move(options)),
       optimizer_(optimizer),
-      checkpointer_(options_.out + "/checkpoint.safetensors", model, optimizer, scheduler),
+      checkpointer_(options_.out + "/checkpoint.safetensors", model, optimizer, scheduler,
+                    options_.average),
       cursor_(std::move(cursor)) {
   if (options_.writer)
     csv_.emplace(options_.out + "/metrics.csv", csv_columns(options_), options_.resume);

@@ -50,6 +50,8 @@ class TrainingRun {
     // data-parallel run (they still read the checkpoint on --resume).
     bool writer = true;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    // Checkpointed with the run (section "average"), e.g. a WeightAverage; none when null.
+    nn::Module* average = nullptr;
   };
 
   // With --resume and an existing checkpoint, restores the model, optimizer, scheduler, default

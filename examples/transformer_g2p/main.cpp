@@ -9,7 +9,8 @@
 // Writes metrics.csv, loss.png, per.png (test PER and word accuracy per epoch), per_by_length.csv
 // and .png (bins 1-4, 5-8, 9-12, 13+ letters), cross_attention_<k>_{head<h>,mean}.png for three
 // test words (each figure also .svg) and a checkpoint (resume with --resume). Ends with a RESULT
-// line.
+// line. --ema D evaluates a moving average of the weights instead of the last ones (both scored at
+// the end); --bf16 runs the training forwards under bf16 autocast.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,12 +19,14 @@
 #include <optional>
 #include <sstream>
 
+#include "examples/common/bf16.h"
 #include "examples/common/cli.h"
 #include "examples/common/g2p_data.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/training.h"
 #include "examples/common/training_run.h"
+#include "examples/common/weight_average.h"
 #include "examples/transformer_g2p/decoding.h"
 #include "examples/transformer_g2p/model.h"
 #include "nabla/data/dataloader.h"
@@ -53,6 +56,9 @@ struct Config {
   int64_t beam = 4;
   double lr = 1.5e-3, weight_decay = 0.01;  // peak of a warm-up + cosine schedule (AdamW)
   int64_t warmup_steps = 400;
+  double ema =
+      0;  // decay of the weights' moving average (0: none), examples/common/weight_average.h
+  bool bf16 = false;                  // forward passes under bf16 autocast (core/autocast.h)
   std::string label = "Transformer";  // the model's name in per_by_length.csv
   uint64_t seed = 42;
   std::string out = "runs/transformer_g2p";
@@ -78,6 +84,10 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
       .option("--lr", c.lr, "peak learning rate (AdamW)")
       .option("--weight-decay", c.weight_decay, "AdamW weight decay")
       .option("--warmup", c.warmup_steps, "linear warm-up steps, then cosine decay")
+      .option("--ema", c.ema,
+              "decay of an exponential moving average of the weights, updated every step and "
+              "evaluated instead of them (0: none)")
+      .flag("--bf16", c.bf16, "forward passes under bf16 autocast (oneDNN; master weights float32)")
       .option("--beam", c.beam, "beam width of the final evaluation")
       .option("--train-size", c.train_size, "training words (0: all)")
       .option("--test-size", c.test_size, "test words (0: all)")
@@ -102,6 +112,8 @@ std::optional<int> parse_flags(Config& c, int argc, char** argv) {
         fmt::format("transformer_g2p: --d-model {} must be a positive multiple of "
                     "--heads {}",
                     c.model.d_model, c.model.heads));
+  if (!(c.ema >= 0 && c.ema < 1))
+    throw ValueError(fmt::format("transformer_g2p: --ema must be in [0, 1), got {}", c.ema));
   if (c.beam < 1)
     throw ValueError(fmt::format("transformer_g2p: --beam must be >= 1, got {}", c.beam));
   if (c.cmu_dir.empty()) c.cmu_dir = examples::default_cmu_dir();
@@ -167,12 +179,23 @@ struct Timing {
 
 // The whole test set decoded greedily and with beam search, PER by length, the cross-attention
 // maps, the curves and the RESULT line.
-void report(G2pTransformer& model, const G2pData& d, const Config& c,
-            const examples::TrainingRun& training, const Timing& t) {
+void report(G2pTransformer& model, examples::WeightAverage* average, const G2pData& d,
+            const Config& c, const examples::TrainingRun& training, const Timing& t) {
   const DecodeOptions greedy{.beam = 1, .max_new = d.max_tgt + 5};
   model.eval();
   std::vector<size_t> all(d.test.src.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::string raw_field;  // with --ema: the last weights' greedy scores, for comparison
+  if (average) {
+    const G2pScores raw = score_words(model, d.test, all, greedy);
+    fmt::print("last weights (not averaged): test PER {:.4f}, word accuracy {:.4f} (greedy)\n",
+               raw.per(), raw.word_accuracy());
+    raw_field =
+        fmt::format(" last_per={:.4f} last_word_accuracy={:.4f}", raw.per(), raw.word_accuracy());
+    average->swap();  // the averaged weights from here on (the report is the run's end)
+    fmt::print("the moving average of the weights (decay {}, {} updates) from here on:\n",
+               average->decay(), average->updates());
+  }
   const G2pScores g = score_words(model, d.test, all, greedy);
   DecodeOptions beam = greedy;
   beam.beam = c.beam;
@@ -207,15 +230,16 @@ void report(G2pTransformer& model, const G2pData& d, const Config& c,
       g.word_accuracy(), c.beam, b.per(), b.word_accuracy(), c.out);
   fmt::print(
       "RESULT example=transformer_g2p per={:.4f} word_accuracy={:.4f} beam_per={:.4f} "
-      "beam_word_accuracy={:.4f} steps={} params={} tokens_per_s={:.0f} train_s={:.1f}\n",
+      "beam_word_accuracy={:.4f} steps={} params={} tokens_per_s={:.0f} train_s={:.1f}{}{}\n",
       g.per(), g.word_accuracy(), b.per(), b.word_accuracy(), training.step(),
-      model.num_parameters(), tokens_per_s, t.train_s);
+      model.num_parameters(), tokens_per_s, t.train_s, raw_field, examples::bf16_field(c.bf16));
 }
 
 int run(int argc, char** argv) {
   Config c;
   if (auto exit_code = parse_flags(c, argc, argv)) return *exit_code;
   if (c.threads > 0) set_num_threads(c.threads);
+  c.bf16 = examples::use_bf16(c.bf16);
   std::filesystem::create_directories(c.out);
   const auto t0 = std::chrono::steady_clock::now();
 
@@ -242,6 +266,8 @@ int run(int argc, char** argv) {
       c.model.d_model, c.model.heads, c.model.encoder_layers, c.model.decoder_layers, c.model.ffn,
       model.num_parameters(), total_steps, steps_per_epoch);
   if (c.resume) check_checkpoint_config(c.out + "/checkpoint.safetensors", model);
+  std::unique_ptr<examples::WeightAverage> average;
+  if (c.ema > 0) average = std::make_unique<examples::WeightAverage>(model, c.ema);
 
   // --- training -------------------------------------------------------------------------------
   const DecodeOptions greedy{.beam = 1, .max_new = d.max_tgt + 5};
@@ -254,28 +280,36 @@ int run(int argc, char** argv) {
                                   .metrics = {{"word_accuracy", "word accuracy"}, {"per", "PER"}},
                                   .log_lr = false,
                                   .unit = "tokens",
-                                  .start = t0},
+                                  .start = t0,
+                                  .average = average.get()},
                                  model, opt, sched.get(), loader);
   const int64_t first_step = training.step();
   int64_t tokens = 0;
   double eval_s = 0;
   model.train();
   while (auto batch = training.next_batch(loader)) {
-    Tensor logits = model.forward(batch->src.tokens, batch->src.key_padding_mask, batch->tgt_in);
-    Tensor loss =
-        cross_entropy(logits.reshape({-1, logits.size(-1)}), batch->tgt_out.reshape({-1}),
-                      {.ignore_index = SpecialTokens::kPad, .label_smoothing = c.label_smoothing});
+    Tensor loss;
+    {
+      autocast::Scope autocast_scope(c.bf16);  // forward and loss; backward outside, as PyTorch's
+      Tensor logits = model.forward(batch->src.tokens, batch->src.key_padding_mask, batch->tgt_in);
+      loss = cross_entropy(
+          logits.reshape({-1, logits.size(-1)}), batch->tgt_out.reshape({-1}),
+          {.ignore_index = SpecialTokens::kPad, .label_smoothing = c.label_smoothing});
+    }
     opt.zero_grad();
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
     sched->step();
+    if (average) average->update();
     const int64_t batch_tokens = batch->source_tokens + batch->target_tokens;
     tokens += batch_tokens;
     if (training.step_done(loss.item(), batch_tokens)) {
       const auto e0 = std::chrono::steady_clock::now();
       model.eval();
+      if (average) average->swap();  // the weights the run will deliver
       const G2pScores s = score_words(model, d.test, eval_idx, greedy);
+      if (average) average->swap();
       model.train();
       eval_s += examples::seconds_since(e0);
       training.end_epoch({s.word_accuracy(), s.per()});
@@ -287,7 +321,7 @@ int run(int argc, char** argv) {
       static_cast<double>(training.step() - first_step) / static_cast<double>(steps_per_epoch);
 
   // --- report ---------------------------------------------------------------------------------
-  report(model, d, c, training,
+  report(model, average.get(), d, c, training,
          {.train_s = train_s, .eval_s = eval_s, .epochs = epochs_here, .tokens = tokens});
   return 0;
 }
