@@ -38,9 +38,11 @@ namespace {
 //   the grain halves; the GEMM split is OpenBLAS's own threshold (0.5 MFLOP); the block align
 //   stays 16, a multiple of every x86 target's unroll.
 // prepacked_linear_min_flop: oneDNN's f32 product on a weight packed once against OpenBLAS
-//   (which packs it again on every call), measured on the Zen 4 only (docs/perf.md, Inference):
-//   oneDNN wins from about 1 MFLOP, OpenBLAS below (the classifier head, 32 x 128 x 10). The
-//   avx2 and generic rows keep OpenBLAS until measured.
+//   (which packs it again on every call), measured on the Zen 4 only, one thread (docs/perf.md,
+//   Inference): oneDNN took 0.6-0.95 of OpenBLAS's time from 0.13 MFLOP (16 x 64 x 64) up to
+//   encoder_infer's products, 1.5x on the classifier head (32 x 128 x 10, 0.08 MFLOP); from
+//   0.5 MFLOP leaves room for the per-call cost around it. The avx2 and generic rows keep
+//   OpenBLAS until measured.
 // The attention path is the same in every row: the fused kernel loses to materialising the
 // weights on short heads (inference, L * S <= 64 * 64, measured on the Xeon) through its per-tile
 // bookkeeping, which runs at the same vector width as the materialised softmax, so the crossover
@@ -157,7 +159,7 @@ Profile make_profile(Isa isa, const Caches& caches) {
       p.parallel_grain = 131072;
       p.gemm_min_split_flop = int64_t{1} << 21;
       p.gemm_block_align = 16;
-      p.prepacked_linear_min_flop = int64_t{1} << 20;
+      p.prepacked_linear_min_flop = int64_t{1} << 19;
       break;
     case Isa::Avx2:
       p.parallel_grain = 131072;
