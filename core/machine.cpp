@@ -37,6 +37,12 @@ namespace {
 // generic (no AVX2: SSE2 code at 4 lanes): per-element work costs about twice the avx2 row's, so
 //   the grain halves; the GEMM split is OpenBLAS's own threshold (0.5 MFLOP); the block align
 //   stays 16, a multiple of every x86 target's unroll.
+// prepacked_linear_min_flop: oneDNN's f32 product on a weight packed once against OpenBLAS
+//   (which packs it again on every call), measured on the Zen 4 only, one thread (docs/perf.md,
+//   Inference): oneDNN took 0.6-0.95 of OpenBLAS's time from 0.13 MFLOP (16 x 64 x 64) up to
+//   encoder_infer's products, 1.5x on the classifier head (32 x 128 x 10, 0.08 MFLOP); from
+//   0.5 MFLOP leaves room for the per-call cost around it. The avx2 and generic rows keep
+//   OpenBLAS until measured.
 // The attention path is the same in every row: the fused kernel loses to materialising the
 // weights on short heads (inference, L * S <= 64 * 64, measured on the Xeon) through its per-tile
 // bookkeeping, which runs at the same vector width as the materialised softmax, so the crossover
@@ -91,6 +97,15 @@ State make_state() {
   }
   s.startup = make_profile(row, detect_caches());
   s.startup.simd = std::min(row, cpu);
+  if (const char* env = std::getenv("NABLA_INFERENCE_GEMM"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    if (v == "openblas" || v == "onednn") {
+      s.startup.prepacked_linear_min_flop = v == "openblas" ? -1 : 0;
+      s.origin += fmt::format(", NABLA_INFERENCE_GEMM={}", v);
+    } else {
+      s.origin += fmt::format(", NABLA_INFERENCE_GEMM='{}' ignored (openblas or onednn)", v);
+    }
+  }
   return s;
 }
 
@@ -144,6 +159,7 @@ Profile make_profile(Isa isa, const Caches& caches) {
       p.parallel_grain = 131072;
       p.gemm_min_split_flop = int64_t{1} << 21;
       p.gemm_block_align = 16;
+      p.prepacked_linear_min_flop = int64_t{1} << 19;
       break;
     case Isa::Avx2:
       p.parallel_grain = 131072;
@@ -242,10 +258,15 @@ std::string describe(const Profile& p) {
   return fmt::format(
       "machine profile {} ({}; L1d {}, L2 {}, L3 {}): parallel grain {}, GEMM split from {} "
       "FLOP in blocks of {}, attention key tile {}, materialised attention up to {} scores, "
-      "SIMD paths {}",
+      "inference linear {}, SIMD paths {}",
       isa_name(p.isa), startup ? state().origin : std::string("forced"), bytes_str(p.caches.l1d),
       bytes_str(p.caches.l2), bytes_str(p.caches.l3), p.parallel_grain, p.gemm_min_split_flop,
-      p.gemm_block_align, p.attention_key_tile, p.attention_materialize_max_scores, simd);
+      p.gemm_block_align, p.attention_key_tile, p.attention_materialize_max_scores,
+      p.prepacked_linear_min_flop < 0
+          ? std::string("OpenBLAS")
+          : fmt::format("prepacked oneDNN from {} FLOP (OpenBLAS below or without oneDNN)",
+                        p.prepacked_linear_min_flop),
+      simd);
 }
 
 }  // namespace nabla::machine

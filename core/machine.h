@@ -40,6 +40,11 @@ struct Profile {
   // MultiheadAttention in inference materialises the weights when L * S is at most this
   // (nn/multihead_attention.cpp); above it, and in training, the fused kernel runs.
   int64_t attention_materialize_max_scores = 0;
+  // Linear and MultiheadAttention's packed input projection, when no graph is recorded, run
+  // float32 products of at least this many FLOPs (2 M N K) through oneDNN on a weight packed once
+  // (ops/linear_prepacked.h); smaller ones, and every product when -1, through OpenBLAS.
+  // NABLA_INFERENCE_GEMM=openblas|onednn in the environment forces -1 or 0.
+  int64_t prepacked_linear_min_flop = -1;
   bool operator==(const Profile&) const = default;
 };
 

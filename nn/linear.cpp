@@ -47,6 +47,7 @@ void Linear::check_input(const Tensor& x) const {
 Tensor Linear::forward(const Tensor& x) const {
   check_input(x);
   if (quantized_) return quantized_->forward_for(*this, x);
+  if (Tensor y = prepacked_.try_forward(x, weight_, bias_); y.defined()) return y;
   return linear(x, weight_, bias_);  // one GEMM over the flattened leading dims
 }
 
@@ -54,6 +55,7 @@ Tensor Linear::forward_activation(const Tensor& x, LinearActivation act) const {
   ScopeEntry scope = enter_scope();  // grouped with this module in graph pictures; no hooks
   check_input(x);
   if (quantized_) return quantized_->forward_for(*this, x, act);
+  if (Tensor y = prepacked_.try_forward(x, weight_, bias_, act); y.defined()) return y;
   return linear_activation(x, weight_, bias_, act);
 }
 

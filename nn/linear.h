@@ -6,6 +6,7 @@
 #include "nabla/core/generator.h"
 #include "nabla/nn/module.h"
 #include "nabla/ops/linear.h"
+#include "nabla/ops/linear_prepacked.h"
 
 namespace nabla::nn {
 
@@ -49,6 +50,11 @@ class Linear : public Module {
   int64_t out_features_;
   Tensor weight_, bias_;
   std::shared_ptr<const QuantizedLinear> quantized_;
+  // Inference products on the weight packed once (ops/linear_prepacked.h); empty until used.
+  PrepackedLinear prepacked_;
+
+ public:
+  const PrepackedLinear& prepacked() const { return prepacked_; }
 };
 
 }  // namespace nabla::nn

@@ -243,7 +243,10 @@ MhaOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, co
   // Blocks [first, first + count) of the projections (0 q, 1 k, 2 v) side by side.
   auto project = [&](const Tensor& x, int64_t first, int64_t count) {
     if (quantized_in_proj_) return quantized_in_proj_->forward_for(*this, x, first, count);
-    if (packed() && count == 3) return linear(x, in_proj_weight_, b);
+    if (packed() && count == 3) {
+      if (Tensor y = in_proj_prepacked_.try_forward(x, in_proj_weight_, b); y.defined()) return y;
+      return linear(x, in_proj_weight_, b);
+    }
     if (packed())
       return linear(x, rows(in_proj_weight_, first, count, I), rows(b, first, count, I));
     const Tensor& w = first == 0 ? q_proj_weight_ : first == 1 ? k_proj_weight_ : v_proj_weight_;

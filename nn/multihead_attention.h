@@ -101,6 +101,9 @@ class MultiheadAttention : public Module {
   const std::shared_ptr<const QuantizedInProjection>& quantized_in_proj() const {
     return quantized_in_proj_;
   }
+  // Self-attention's one input projection in inference, on in_proj_weight packed once
+  // (ops/linear_prepacked.h).
+  const PrepackedLinear& in_proj_prepacked() const { return in_proj_prepacked_; }
 
  private:
   void check_inputs(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -112,6 +115,7 @@ class MultiheadAttention : public Module {
   Tensor in_proj_weight_, q_proj_weight_, k_proj_weight_, v_proj_weight_, in_proj_bias_;
   std::shared_ptr<Linear> out_proj_;
   std::shared_ptr<const QuantizedInProjection> quantized_in_proj_;
+  PrepackedLinear in_proj_prepacked_;
   Generator* gen_;
 };
 

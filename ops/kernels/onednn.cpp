@@ -68,6 +68,17 @@ void linear_u8s8(const Int8Linear&, const uint8_t*, const PackedInt8Weights&, co
                  float*) {
   require("onednn::linear_u8s8");
 }
+struct PackedF32Weights::State {};
+PackedF32Weights::PackedF32Weights(int64_t, int64_t, const float*) {
+  require("onednn::PackedF32Weights");
+}
+int64_t PackedF32Weights::n() const { return 0; }
+int64_t PackedF32Weights::k() const { return 0; }
+int64_t PackedF32Weights::packed_bytes() const { return 0; }
+int64_t PackedF32Weights::repacks() const { return 0; }
+void linear_f32(const F32Linear&, const float*, const PackedF32Weights&, const float*, float*) {
+  require("onednn::linear_f32");
+}
 CacheStats cache_stats() { return {}; }
 void clear_cache() {}
 void set_cache_capacity(int64_t) {}

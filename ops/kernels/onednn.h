@@ -95,6 +95,38 @@ class PackedInt8Weights {
 void linear_u8s8(const Int8Linear& p, const uint8_t* x, const PackedInt8Weights& w,
                  const float* bias, float* c);
 
+// The float32 linear map of inference with a weight packed once (OpenBLAS has no packed-weight
+// sgemm, so it re-packs a constant weight on every call):
+//   C[i, j] = act(sum_t X[i, t] W[j, t] + bias[j])
+// X: m x k float32, row stride ldx; W: the packed n x k weight; bias: n or null; C: m x n, row
+// stride ldc. Bias and activation run inside the product's kernel (oneDNN post-ops).
+struct F32Linear {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t ldx = 0, ldc = 0;
+  Activation activation = Activation::None;
+};
+// A float32 weight (n x k, row-major: a Linear's (out, in)) reordered once into the blocked
+// layout of oneDNN's f32 product. As PackedInt8Weights: a call whose primitive wants another
+// layout repacks once under a lock (counted in repacks()); copies share the data; thread-safe.
+class PackedF32Weights {
+ public:
+  PackedF32Weights() = default;  // empty: n = k = 0
+  // Throws nabla::Error when oneDNN is missing.
+  PackedF32Weights(int64_t n, int64_t k, const float* w);
+  int64_t n() const;
+  int64_t k() const;
+  int64_t packed_bytes() const;
+  int64_t repacks() const;
+  struct State;  // ops/kernels/onednn_f32.cpp
+
+ private:
+  friend void linear_f32(const F32Linear&, const float*, const PackedF32Weights&, const float*,
+                         float*);
+  std::shared_ptr<State> state_;
+};
+void linear_f32(const F32Linear& p, const float* x, const PackedF32Weights& w, const float* bias,
+                float* c);
+
 // The primitive cache: hits and misses since the last clear, entries now, and the bound (512 at
 // start: an int8 primitive holds its weight's scales, so a model needs one per quantised layer).
 struct CacheStats {

@@ -101,6 +101,13 @@ void translate_errors(const char* what, const std::string& shapes, F&& f) {
   }
 }
 
+// The oneDNN eltwise post-op of an activation (not None).
+inline dnnl::algorithm eltwise_of(Activation a) {
+  return a == Activation::ReLU   ? dnnl::algorithm::eltwise_relu
+         : a == Activation::GELU ? dnnl::algorithm::eltwise_gelu_erf
+                                 : dnnl::algorithm::eltwise_gelu_tanh;
+}
+
 inline memory::dims dims(std::initializer_list<int64_t> v) { return memory::dims(v); }
 
 }  // namespace nabla::onednn::backend

@@ -25,12 +25,6 @@ using namespace backend;
 
 namespace {
 
-dnnl::algorithm eltwise_of(Activation a) {
-  return a == Activation::ReLU   ? dnnl::algorithm::eltwise_relu
-         : a == Activation::GELU ? dnnl::algorithm::eltwise_gelu_erf
-                                 : dnnl::algorithm::eltwise_gelu_tanh;
-}
-
 // W^T (k x n) over a row-major n x k weight, read in place; or format any, the layout the
 // implementation reads fastest (brgemm's blocked one, with the zero point's column sums).
 memory::desc int8_weights_md(int64_t n, int64_t k, bool packed) {

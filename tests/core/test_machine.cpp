@@ -60,10 +60,13 @@ TEST_CASE("machine: the table's rows", "[core]") {
   CHECK(avx512.attention_key_tile == 256);
   CHECK(avx512.attention_materialize_max_scores == 64 * 64);
   CHECK(avx512.simd == Isa::Avx512);
+  CHECK(avx512.prepacked_linear_min_flop == 1 << 19);  // measured on the Zen 4 (docs/perf.md)
   const machine::Profile avx2 = machine::make_profile(Isa::Avx2, big);
   CHECK(avx2.gemm_min_split_flop == 1 << 20);
   CHECK(avx2.gemm_block_align == 8);
+  CHECK(avx2.prepacked_linear_min_flop == -1);  // OpenBLAS until measured
   const machine::Profile generic = machine::make_profile(Isa::Generic, big);
+  CHECK(generic.prepacked_linear_min_flop == -1);
   CHECK(generic.parallel_grain == 65536);
   CHECK(generic.gemm_min_split_flop == 1 << 19);
   // The key tile follows the L2: the backward's live tiles must fit it.
