@@ -40,6 +40,10 @@ struct Profile {
   // MultiheadAttention in inference materialises the weights when L * S is at most this
   // (nn/multihead_attention.cpp); above it, and in training, the fused kernel runs.
   int64_t attention_materialize_max_scores = 0;
+  // Under autocast, scaled_dot_product_attention runs its products on oneDNN's bf16 matmul from
+  // this many multiply-adds a head (L * S * head dim); below, the fused float32 kernel on the
+  // widened values (ops/autocast.cpp: autocast::attention_kernel).
+  int64_t autocast_attention_onednn_min_macs = 0;
   bool operator==(const Profile&) const = default;
 };
 
