@@ -150,9 +150,8 @@ canvas.addEventListener('pointermove', (e) => {
 // Self-test shapes: strokes in 28x28 pixel coordinates, drawn through the pointer handlers above
 // (synthetic pointer events carry client coordinates; the handlers read offsetX / offsetY).
 const kShapes = {
-  trouser: [[[9, 2], [19, 2]], [[9, 4], [19, 4]], [[12, 6], [16, 6]], [[9, 2], [8, 27]],
-            [[11, 5], [10, 27]], [[13, 7], [11.5, 27]], [[19, 2], [20, 27]], [[17, 5], [18, 27]],
-            [[15, 7], [16.5, 27]]],
+  trouser: [[[10, 1], [18, 1]], [[14, 1], [14, 9]], [[10.5, 1], [10.5, 27]],
+            [[12.3, 1], [12.3, 27]], [[15.7, 1], [15.7, 27]], [[17.5, 1], [17.5, 27]]],
   tshirt: [[[3, 9], [9, 3], [19, 3], [25, 9]], [[5, 10], [10, 6], [18, 6], [23, 10]],
            [[9, 5], [9, 25]], [[11, 6], [11, 25]], [[13, 6], [13, 25]], [[15, 6], [15, 25]],
            [[17, 6], [17, 25]], [[19, 5], [19, 25]]],
