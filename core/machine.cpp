@@ -43,8 +43,9 @@ namespace {
 // should not move with the ISA. Its key tile is keyed by the L2 instead (key_tile_for).
 // Autocast attention's oneDNN threshold (64 x 64 x 32 multiply-adds a head) is the same in every
 // row: only CPUs with native bf16 dot products take oneDNN at all, and those have AVX-512. It was
-// measured on the Zen 4: vit_small's heads (50 tokens x head dim 16) took 152 ms a bf16 step
-// through oneDNN, whose per-call cost they do not repay, and 107 ms in float32.
+// measured on the quiet 2-core AMD EPYC Zen 4 (2026-11-26): vit_small's heads (50 tokens x head
+// dim 16) took 152 ms a bf16 step through oneDNN, whose per-call cost they do not repay, and
+// 107 ms in float32.
 
 constexpr int64_t kQueryTile = 64;  // queries per tile, ops/kernels/attention.cpp
 constexpr int64_t kHeadDimForTiles = 64;
