@@ -47,6 +47,11 @@ namespace {
 // weights on short heads (inference, L * S <= 64 * 64, measured on the Xeon) through its per-tile
 // bookkeeping, which runs at the same vector width as the materialised softmax, so the crossover
 // should not move with the ISA. Its key tile is keyed by the L2 instead (key_tile_for).
+// Autocast attention's oneDNN threshold (64 x 64 x 32 multiply-adds a head) is the same in every
+// row: only CPUs with native bf16 dot products take oneDNN at all, and those have AVX-512. It was
+// measured on the quiet 2-core AMD EPYC Zen 4 (2026-11-26): vit_small's heads (50 tokens x head
+// dim 16) took 152 ms a bf16 step through oneDNN, whose per-call cost they do not repay, and
+// 107 ms in float32.
 
 constexpr int64_t kQueryTile = 64;  // queries per tile, ops/kernels/attention.cpp
 constexpr int64_t kHeadDimForTiles = 64;
@@ -154,6 +159,7 @@ Profile make_profile(Isa isa, const Caches& caches) {
   p.caches = caches;
   p.attention_key_tile = key_tile_for(caches.l2);
   p.attention_materialize_max_scores = 64 * 64;
+  p.autocast_attention_onednn_min_macs = 64 * 64 * 32;
   switch (isa) {
     case Isa::Avx512:
       p.parallel_grain = 131072;
@@ -258,7 +264,8 @@ std::string describe(const Profile& p) {
   return fmt::format(
       "machine profile {} ({}; L1d {}, L2 {}, L3 {}): parallel grain {}, GEMM split from {} "
       "FLOP in blocks of {}, attention key tile {}, materialised attention up to {} scores, "
-      "inference linear {}, SIMD paths {}",
+      "inference linear {}, autocast attention on oneDNN from {} multiply-adds a head, SIMD "
+      "paths {}",
       isa_name(p.isa), startup ? state().origin : std::string("forced"), bytes_str(p.caches.l1d),
       bytes_str(p.caches.l2), bytes_str(p.caches.l3), p.parallel_grain, p.gemm_min_split_flop,
       p.gemm_block_align, p.attention_key_tile, p.attention_materialize_max_scores,
@@ -266,7 +273,7 @@ std::string describe(const Profile& p) {
           ? std::string("OpenBLAS")
           : fmt::format("prepacked oneDNN from {} FLOP (OpenBLAS below or without oneDNN)",
                         p.prepacked_linear_min_flop),
-      simd);
+      p.autocast_attention_onednn_min_macs, simd);
 }
 
 }  // namespace nabla::machine

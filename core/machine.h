@@ -45,6 +45,10 @@ struct Profile {
   // (ops/linear_prepacked.h); smaller ones, and every product when -1, through OpenBLAS.
   // NABLA_INFERENCE_GEMM=openblas|onednn in the environment forces -1 or 0.
   int64_t prepacked_linear_min_flop = -1;
+  // Under autocast, scaled_dot_product_attention runs its products on oneDNN's bf16 matmul from
+  // this many multiply-adds a head (L * S * head dim); below, the fused float32 kernel on the
+  // widened values (ops/autocast.cpp: autocast::attention_kernel).
+  int64_t autocast_attention_onednn_min_macs = 0;
   bool operator==(const Profile&) const = default;
 };
 

@@ -15,6 +15,7 @@
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
 #include "nabla/core/inspect/instrument.h"
+#include "nabla/core/machine.h"
 #include "nabla/ops/activation.h"
 #include "nabla/ops/arithmetic.h"
 #include "nabla/ops/attention_fused.h"
@@ -26,9 +27,8 @@
 namespace nabla::autocast {
 namespace {
 
-std::atomic<int> forced_path{-1};  // -1: detected
-// Below this many multiply-adds per head (L * S * head dim) attention's products stay float32.
-constexpr int64_t kMinOneDnnHeadMacs = 64 * 64 * 32;
+std::atomic<int> forced_path{-1};                 // -1: detected
+std::atomic<int64_t> attention_runs[2] = {0, 0};  // per AttentionKernel
 std::atomic<int64_t> notice_count{0};
 std::once_flag notice_once;
 
@@ -261,15 +261,7 @@ Tensor bf16_product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   inspect::OpScope op_scope("matmul", {&a, &b});
-  if (a.dim() == 0 || b.dim() == 0)
-    throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} and {}",
-                                 shape_str(a.shape()), shape_str(b.shape())));
-  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
-  if (ka != kb)
-    throw ShapeError(fmt::format(
-        "matmul: shapes {} and {} are not aligned: the last dim of the first ({}) must equal {} "
-        "of the second ({})",
-        shape_str(a.shape()), shape_str(b.shape()), ka, b.dim() == 1 ? "the size" : "dim -2", kb));
+  nabla::detail::check_matmul_shapes(a, b);
   if (a.dim() == 1 && b.dim() == 1)
     return bf16_product(a.unsqueeze(0), false, b.unsqueeze(1), false).reshape({});
   if (a.dim() == 1) return bf16_product(a.unsqueeze(0), false, b, false).squeeze(-2);
@@ -293,6 +285,24 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
                          LinearActivation act) {
   check_linear("linear_activation", x, weight, bias);
   return activation(autocast::linear(x, weight, bias), act);
+}
+
+const char* attention_kernel_name(AttentionKernel k) {
+  return k == AttentionKernel::OneDnnBf16 ? "oneDNN bf16" : "fused float32";
+}
+
+AttentionKernel attention_kernel(int64_t L, int64_t S, int64_t E) {
+  if (path() != Path::OneDnn) return AttentionKernel::FusedFloat32;
+  // oneDNN's bf16 products cost a fixed amount per call, which small heads do not repay; for
+  // them the fused float32 kernel on the widened values is faster (the profile's threshold,
+  // measured with vit_small in core/machine.cpp). A forced path (tests) is taken as given.
+  const bool small_head = L * S * E < machine::profile().autocast_attention_onednn_min_macs;
+  return forced_path.load() < 0 && small_head ? AttentionKernel::FusedFloat32
+                                              : AttentionKernel::OneDnnBf16;
+}
+
+int64_t attention_kernel_runs(AttentionKernel k) {
+  return attention_runs[static_cast<int>(k)].load(std::memory_order_relaxed);
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -325,12 +335,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     if (o.attn_mask.defined()) shapes.attn_mask = zeros({}, kBool).expand(o.attn_mask.shape());
     pr = detail::sdpa_problem(q16, k16, v16, shapes);
     op_scope.count_flops([&] { return 2 * pr.N * pr.L * pr.S * (pr.E + pr.Ev); });
-    // oneDNN's bf16 products cost a fixed amount per call, which small heads do not repay; for
-    // them the fused float32 kernel on the widened values is faster (vit_small's 50 tokens x head
-    // dim 16: 152 ms a bf16 step through oneDNN, 107 ms in float32; quiet Zen 4, 2026-11-26).
-    // A forced path (tests) is taken as given.
-    const bool small_heads = forced_path.load() < 0 && pr.L * pr.S * pr.E < kMinOneDnnHeadMacs;
-    if (path() == Path::OneDnn && !small_heads) {
+    const AttentionKernel kernel = attention_kernel(pr.L, pr.S, pr.E);
+    attention_runs[static_cast<int>(kernel)].fetch_add(1, std::memory_order_relaxed);
+    if (kernel == AttentionKernel::OneDnnBf16) {
       detail::sdpa_reserve_dropout(o, pr);
       Shape out_shape(q16.shape().begin(), q16.shape().end() - 1);
       out_shape.push_back(pr.Ev);

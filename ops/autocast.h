@@ -49,6 +49,17 @@ Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bi
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const SdpaOptions& options);
 
+// The kernels autocast attention's forward chooses between: both products on oneDNN's bf16
+// matmul (ops/attention_bf16.cpp), or the fused float32 kernel on the widened values.
+enum class AttentionKernel : uint8_t { OneDnnBf16, FusedFloat32 };
+const char* attention_kernel_name(AttentionKernel k);  // "oneDNN bf16", "fused float32"
+// The one it runs for heads of L queries, S keys and head dim E: oneDNN when path() is OneDnn and
+// a head has at least the machine profile's autocast_attention_onednn_min_macs multiply-adds
+// (L * S * E; core/machine.h); a path forced by set_path_for_testing is taken as given.
+AttentionKernel attention_kernel(int64_t L, int64_t S, int64_t E);
+// How many autocast attention forwards have run on kernel k in this process (all threads).
+int64_t attention_kernel_runs(AttentionKernel k);
+
 // The product without autograd, for ops that record their own node (autocast conv): a16 and b16
 // bfloat16 and contiguous, op(a16) op(b16) as bf16_product computes it -> float32 (batch..., M, N).
 Tensor bf16_product_kernel(const Tensor& a16, bool ta, const Tensor& b16, bool tb);

@@ -131,6 +131,19 @@ static void check_batch_dims(const Tensor& a, const Tensor& b) {
   }
 }
 
+void detail::check_matmul_shapes(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 || b.dim() == 0)
+    throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} and {}",
+                                 shape_str(a.shape()), shape_str(b.shape())));
+  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  if (ka != kb)
+    throw ShapeError(fmt::format(
+        "matmul: shapes {} and {} are not aligned: the last dim of the first ({}) must equal {} "
+        "of the second ({})",
+        shape_str(a.shape()), shape_str(b.shape()), ka, b.dim() == 1 ? "the size" : "dim -2", kb));
+  check_batch_dims(a, b);
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (autocast::applies({&a, &b})) return autocast::matmul(a, b);  // bf16 products
   if (reduced::any(a, b))
@@ -143,16 +156,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                                  shape_str(b.shape())));
   // Checked here, not only in the kernel: an empty product never reaches it.
   dispatch_float(a.dtype(), "matmul", [](auto) {});
-  if (a.dim() == 0 || b.dim() == 0)
-    throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} and {}",
-                                 shape_str(a.shape()), shape_str(b.shape())));
-  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
-  if (ka != kb)
-    throw ShapeError(fmt::format(
-        "matmul: shapes {} and {} are not aligned: the last dim of the first ({}) must equal {} "
-        "of the second ({})",
-        shape_str(a.shape()), shape_str(b.shape()), ka, b.dim() == 1 ? "the size" : "dim -2", kb));
-  check_batch_dims(a, b);
+  detail::check_matmul_shapes(a, b);
   op_scope.count_flops([&] { return matmul_flops(a.shape(), b.shape()); });
   if (a.dim() == 1 && b.dim() == 1) return matmul_nd(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (a.dim() == 1) return matmul_nd(a.unsqueeze(0), b).squeeze(-2);

@@ -20,7 +20,7 @@ packages=(
 )
 # Extra groups: `setup.sh --torch` adds PyTorch for fixtures and benchmarks.
 if [[ " $* " == *" --torch "* ]]; then packages+=(python3-torch python3-numpy); fi
-# `setup.sh --browser` adds chromium: nabla-serve's page test runs it headless (skips without).
+# `setup.sh --browser` adds chromium: the page tests of nabla-serve (langid, ViT) run it headless.
 if [[ " $* " == *" --browser "* ]]; then packages+=(chromium); fi
 
 missing=()

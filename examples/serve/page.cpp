@@ -42,10 +42,12 @@ constexpr const char* kScript = R"html(
 <div id="error"></div>
 <div id="label"></div>
 <div id="probabilities"></div>
-<h3>Attention (last layer, averaged over heads and positions)</h3>
+<h3 id="heat-title">Attention (last layer, averaged over heads and positions)</h3>
 <div id="heatmap"></div>
 <div id="selftest"></div>
 <script>
+if (kind === 'vit')
+  $('heat-title').textContent = 'Attention (last layer, CLS token to each patch, mean of heads)';
 function show(r) {
   $('label').textContent = r.label;
   const probs = $('probabilities');
@@ -73,15 +75,19 @@ function show(r) {
       s.style.background = `rgba(230, 80, 30, ${alpha(w[i])})`;
       heat.appendChild(s);
     });
-  } else {
+  } else {  // one cell per patch, over the image that was sent
     const side = Math.round(Math.sqrt(w.length));
     heat.style.display = 'grid';
-    heat.style.gridTemplateColumns = `repeat(${side}, 2rem)`;
+    heat.style.gridTemplateColumns = `repeat(${side}, ${12 / side}rem)`;
+    heat.style.width = '12rem';
+    heat.style.padding = '0';  // the cells lie exactly over the image's patches
+    heat.style.background = `url(${sentPicture}) 0 0 / 100% 100%`;
     w.forEach((v) => {
       const s = document.createElement('span');
       s.className = 'cell';
-      s.style.height = '2rem';
-      s.style.background = `rgba(230, 80, 30, ${alpha(v)})`;
+      s.style.height = `${12 / side}rem`;
+      s.title = v.toFixed(4);
+      s.style.background = `rgba(230, 80, 30, ${(0.85 * alpha(v)).toFixed(3)})`;
       heat.appendChild(s);
     });
   }
@@ -95,23 +101,32 @@ async function predict(payload) {
   show(r);
   return r;
 }
-async function submit(text) {
+let sentImage = null, sentPicture = '';  // vit: the 28x28 values sent and the drawing
+async function submit() {
   try {
-    return await predict(kind === 'langid' ? {text: text ?? $('input').value, attention: true}
-                                           : {image: pixels(), attention: true});
+    if (kind === 'langid') return await predict({text: $('input').value, attention: true});
+    sentImage = pixels();
+    sentPicture = canvas.toDataURL();
+    return await predict({image: sentImage, attention: true});
   } catch (e) { $('error').textContent = e.message; throw e; }
 }
 $('go').addEventListener('click', () => submit().catch(() => {}));
+// Self-test: langid types the text into the box, vit draws the named shape with pointer events
+// on the canvas; then the same submit() as the button, and a report of what the page shows.
 const selftest = new URLSearchParams(location.search).get('selftest');
 if (selftest !== null) {
-  if (kind === 'langid') $('input').value = selftest;
-  submit(selftest).then((r) => {
+  const report = (text) => { $('selftest').textContent = 'selftest: ' + text; };
+  (async () => {
+    if (kind === 'langid') $('input').value = selftest;
+    else drawShape(selftest);
+    const r = await submit();
     const cells = document.querySelectorAll('#heatmap .cell').length;
-    const shown = $('label').textContent;
-    $('selftest').textContent = cells > 0 && shown === r.label
-        ? `selftest: ok label=${shown} cells=${cells} bars=${$('probabilities').children.length}`
-        : `selftest: failed label=${shown} cells=${cells}`;
-  }, (e) => { $('selftest').textContent = 'selftest: failed ' + e.message; });
+    const shown = $('label').textContent, bars = $('probabilities').children.length;
+    if (sentImage) $('selftest').dataset.image = JSON.stringify(sentImage);
+    const ink = sentImage ? ` ink=${sentImage.flat().filter((v) => v > 0.5).length}` : '';
+    report(cells > 0 && shown === r.label ? `ok label=${shown} cells=${cells} bars=${bars}${ink}`
+                                          : `failed label=${shown} cells=${cells}`);
+  })().catch((e) => report('failed ' + e.message));
 }
 </script>
 )html";
@@ -132,6 +147,34 @@ canvas.addEventListener('pointermove', (e) => {
   ctx.arc(e.offsetX, e.offsetY, 12, 0, 2 * Math.PI);
   ctx.fill();
 });
+// Self-test shapes: strokes in 28x28 pixel coordinates, drawn through the pointer handlers above
+// (synthetic pointer events carry client coordinates; the handlers read offsetX / offsetY).
+const kShapes = {
+  trouser: [[[10, 1], [18, 1]], [[14, 1], [14, 9]], [[10.5, 1], [10.5, 27]],
+            [[12.3, 1], [12.3, 27]], [[15.7, 1], [15.7, 27]], [[17.5, 1], [17.5, 27]]],
+  tshirt: [[[3, 9], [9, 3], [19, 3], [25, 9]], [[5, 10], [10, 6], [18, 6], [23, 10]],
+           [[9, 5], [9, 25]], [[11, 6], [11, 25]], [[13, 6], [13, 25]], [[15, 6], [15, 25]],
+           [[17, 6], [17, 25]], [[19, 5], [19, 25]]],
+};
+function drawShape(name) {
+  const strokes = kShapes[name];
+  if (!strokes) throw new Error(`no shape '${name}' (${Object.keys(kShapes).join(', ')})`);
+  const box = canvas.getBoundingClientRect();
+  const left = box.left + canvas.clientLeft, top = box.top + canvas.clientTop;
+  const at = (type, x, y) => canvas.dispatchEvent(
+      new PointerEvent(type, {bubbles: true, clientX: left + 10 * x, clientY: top + 10 * y}));
+  clearCanvas();
+  for (const stroke of strokes) {
+    at('pointerdown', ...stroke[0]);
+    for (let i = 1; i < stroke.length; ++i) {
+      const [x0, y0] = stroke[i - 1], [x1, y1] = stroke[i];
+      const steps = Math.ceil(Math.hypot(x1 - x0, y1 - y0) * 2.5);  // every 4 canvas pixels
+      for (let t = 0; t <= steps; ++t)
+        at('pointermove', x0 + (x1 - x0) * t / steps, y0 + (y1 - y0) * t / steps);
+    }
+    at('pointerup', ...stroke[stroke.length - 1]);
+  }
+}
 // 28x28 averages of the 280x280 canvas, in [0, 1].
 function pixels() {
   const d = ctx.getImageData(0, 0, 280, 280).data, rows = [];

@@ -59,6 +59,7 @@ TEST_CASE("machine: the table's rows", "[core]") {
   CHECK(avx512.gemm_block_align == 16);
   CHECK(avx512.attention_key_tile == 256);
   CHECK(avx512.attention_materialize_max_scores == 64 * 64);
+  CHECK(avx512.autocast_attention_onednn_min_macs == 64 * 64 * 32);
   CHECK(avx512.simd == Isa::Avx512);
   CHECK(avx512.prepacked_linear_min_flop == 1 << 19);  // measured on the Zen 4 (docs/perf.md)
   const machine::Profile avx2 = machine::make_profile(Isa::Avx2, big);

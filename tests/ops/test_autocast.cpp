@@ -14,16 +14,16 @@
 
 #include "nabla/ops/autocast.h"
 #include "tests/helpers.h"
+#include "tests/ops/autocast_helpers.h"
 
 namespace {
 namespace NABLA_UNITY_ID {
 
 using namespace nabla;
+using namespace nabla::test;
 using Catch::Matchers::Contains;
 
 namespace {
-
-constexpr double kU = 0x1p-8;
 
 double bf16_bound(int64_t k) {
   return 2 * kU + kU * kU + 2.0 * static_cast<double>(k) * 0x1p-24 * (1 + 2 * kU + kU * kU);
@@ -46,23 +46,6 @@ Deviation deviation(const Tensor& actual, const Tensor& exact, const Tensor& mag
     d.relative = std::max(d.relative, err / scale);
   }
   return d;
-}
-
-// ||a - b|| / ||b|| over all elements.
-double norm_ratio(const Tensor& a, const Tensor& b) {
-  const auto av = a.to(kFloat64).contiguous().to_vector<double>();
-  const auto bv = b.to(kFloat64).contiguous().to_vector<double>();
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < av.size(); ++i) {
-    diff += (av[i] - bv[i]) * (av[i] - bv[i]);
-    ref += bv[i] * bv[i];
-  }
-  return std::sqrt(diff / ref);
-}
-
-Tensor randn_f32(const Shape& s, uint64_t seed) {
-  Generator g(seed);
-  return randn(s, g);
 }
 
 // One matmul case under autocast: the product and both gradients (upstream w) within the bound

@@ -16,39 +16,22 @@
 // - attention against float32 on the unrounded inputs: q, k and v each rounded (u), the scores
 //   then off by up to 2u scale sum |q||k| and the softmax with them; 8u = 2^-5 norm-wise for
 //   unit-variance inputs (measured worst 1.3u).
+#include "nabla/core/machine.h"
 #include "nabla/core/saved_tensor_hooks.h"
 #include "nabla/ops/autocast.h"
 #include "nabla/ops/kernels/onednn.h"
 #include "tests/helpers.h"
+#include "tests/ops/autocast_helpers.h"
 
 namespace {
 namespace NABLA_UNITY_ID {
 
 using namespace nabla;
+using namespace nabla::test;
 
 namespace {
 
-constexpr double kU = 0x1p-8;
-
-Tensor randn_f32(const Shape& s, uint64_t seed) {
-  Generator g(seed);
-  return randn(s, g);
-}
-
 Tensor rounded(const Tensor& t) { return t.detach().to(kBFloat16).to(kFloat32); }
-
-// ||a - b|| / ||b|| over all elements (0 when both are empty).
-double norm_ratio(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto av = a.to(kFloat64).contiguous().to_vector<double>();
-  const auto bv = b.to(kFloat64).contiguous().to_vector<double>();
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < av.size(); ++i) {
-    diff += (av[i] - bv[i]) * (av[i] - bv[i]);
-    ref += bv[i] * bv[i];
-  }
-  return ref == 0 ? std::sqrt(diff) : std::sqrt(diff / ref);
-}
 
 // Largest |actual - exact| / (bound(k) * magnitude) over the elements: <= 1 is within the bound.
 double of_bound(const Tensor& actual, const Tensor& exact, const Tensor& magnitude, int64_t k) {
@@ -167,6 +150,56 @@ TEST_CASE("autocast: the policy covers attention and the convolutions", "[autoca
                         Catch::Matchers::Contains("(1, 2, 4, 7)"));
   CHECK_THROWS_AS(scaled_dot_product_attention(q, q, q, {.attn_mask = randn_f32({3, 3}, 8)}),
                   ShapeError);
+}
+
+TEST_CASE("autocast: small attention heads run the fused float32 kernel, large ones oneDNN",
+          "[autocast]") {
+  using autocast::AttentionKernel;
+  autocast::set_path_for_testing(std::nullopt);  // the automatic choice, not a forced path
+  const bool onednn = autocast::path() == autocast::Path::OneDnn;
+  const AttentionKernel large_kernel =
+      onednn ? AttentionKernel::OneDnnBf16 : AttentionKernel::FusedFloat32;
+  INFO((onednn ? "oneDNN with native bf16" : "widening path (no oneDNN or no native bf16)"));
+  // Which kernel one forward over 2 heads of L queries, S keys and head dim E ran.
+  auto ran = [](int64_t L, int64_t S, int64_t E) {
+    const Tensor q = randn_f32({2, L, E}, 1), k = randn_f32({2, S, E}, 2);
+    const int64_t fused = autocast::attention_kernel_runs(AttentionKernel::FusedFloat32);
+    const int64_t bf16 = autocast::attention_kernel_runs(AttentionKernel::OneDnnBf16);
+    {
+      autocast::Scope scope;
+      (void)scaled_dot_product_attention(q, k, k);
+    }
+    const int64_t d_fused = autocast::attention_kernel_runs(AttentionKernel::FusedFloat32) - fused;
+    const int64_t d_bf16 = autocast::attention_kernel_runs(AttentionKernel::OneDnnBf16) - bf16;
+    REQUIRE(d_fused + d_bf16 == 1);
+    return d_bf16 == 1 ? AttentionKernel::OneDnnBf16 : AttentionKernel::FusedFloat32;
+  };
+  // vit_small's heads (50 tokens x head dim 16: 40000 multiply-adds) stay float32.
+  CHECK(autocast::attention_kernel(50, 50, 16) == AttentionKernel::FusedFloat32);
+  CHECK(ran(50, 50, 16) == AttentionKernel::FusedFloat32);
+  CHECK(ran(64, 64, 31) == AttentionKernel::FusedFloat32);  // one below the threshold
+  // From 64 x 64 x 32 the products go to oneDNN, whichever dim makes the size.
+  CHECK(autocast::attention_kernel(64, 64, 32) == large_kernel);
+  CHECK(ran(64, 64, 32) == large_kernel);
+  CHECK(ran(16, 256, 64) == large_kernel);
+  // The threshold is the machine profile's, and runtime_info reports it.
+  CHECK_THAT(runtime_info(), Catch::Matchers::Contains(
+                                 "autocast attention on oneDNN from 131072 multiply-adds a head"));
+  {
+    machine::Profile all_onednn = machine::profile();
+    all_onednn.autocast_attention_onednn_min_macs = 0;
+    machine::ProfileGuard guard(all_onednn);
+    CHECK(ran(50, 50, 16) == large_kernel);
+  }
+  // A forced path is taken as given, however small the head.
+  autocast::set_path_for_testing(autocast::Path::Widening);
+  CHECK(ran(64, 64, 32) == AttentionKernel::FusedFloat32);
+  if (onednn) {
+    autocast::set_path_for_testing(autocast::Path::OneDnn);
+    CHECK(ran(4, 4, 8) == AttentionKernel::OneDnnBf16);
+  }
+  autocast::set_path_for_testing(std::nullopt);
+  CHECK(std::string(autocast::attention_kernel_name(AttentionKernel::OneDnnBf16)) == "oneDNN bf16");
 }
 
 TEST_CASE("autocast: attention forward and backward within the bf16 tolerance", "[autocast]") {

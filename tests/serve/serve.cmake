@@ -22,7 +22,8 @@ add_test(NAME serve_page
 set_tests_properties(serve_http serve_page PROPERTIES FIXTURES_REQUIRED serve_checkpoint
                      TIMEOUT 240 LABELS examples SKIP_RETURN_CODE 77)
 
-# --model vit: the same server and batcher on a vit_fashion_mnist --smoke checkpoint.
+# --model vit: the same server and batcher on a vit_fashion_mnist --smoke checkpoint, and its
+# page (a drawing on the canvas) in headless chromium.
 set(serve_vit_run ${CMAKE_CURRENT_BINARY_DIR}/runs/serve_vit)
 add_test(NAME serve_vit_checkpoint
   COMMAND ${PROJECT_BINARY_DIR}/examples/vit_fashion_mnist/vit_fashion_mnist --smoke --threads 1
@@ -32,8 +33,13 @@ set_tests_properties(serve_vit_checkpoint PROPERTIES FIXTURES_SETUP serve_vit_ch
 add_test(NAME serve_vit
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/serve_vit.py $<TARGET_FILE:nabla-serve>
           ${serve_vit_run}/checkpoint.safetensors)
+add_test(NAME serve_page_vit
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/serve_page_vit.py $<TARGET_FILE:nabla-serve>
+          ${serve_vit_run}/checkpoint.safetensors ${CMAKE_CURRENT_BINARY_DIR}/runs/serve_page_vit.png)
 set_tests_properties(serve_vit PROPERTIES FIXTURES_REQUIRED serve_vit_checkpoint TIMEOUT 120
                      LABELS examples)
+set_tests_properties(serve_page_vit PROPERTIES FIXTURES_REQUIRED serve_vit_checkpoint TIMEOUT 240
+                     LABELS examples SKIP_RETURN_CODE 77)
 
 # --help lists the flags; a missing checkpoint is one clear error line, not a crash.
 add_test(NAME serve_help COMMAND nabla-serve --help)

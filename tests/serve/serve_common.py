@@ -1,7 +1,10 @@
 """Starts nabla-serve on a free loopback port for the serve tests; small HTTP helpers."""
+import html
 import http.client
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,3 +71,44 @@ class Server:
 def check(condition, message):
     if not condition:
         sys.exit("FAILED: " + message)
+
+
+def find_chromium():
+    """Debian's chromium, or exit 77 (ctest's skip) with a message when it is not installed."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("SKIP: chromium is not installed (scripts/setup.sh --browser installs it)")
+        sys.exit(77)
+    return chromium
+
+
+def run_chromium(chromium, url, *mode):
+    """Headless chromium on url with a fresh profile; mode: --dump-dom or --screenshot=..."""
+    profile = tempfile.mkdtemp(prefix="nabla_chromium_")
+    try:
+        # --virtual-time-budget lets the page's fetch finish before the DOM is dumped.
+        return subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+             "--virtual-time-budget=20000", *mode, url],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def screenshot(chromium, url, path, height):
+    """Keeps a screenshot of the page at url (900 px wide) in path; fails if none was written."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    shot = run_chromium(chromium, url, f"--screenshot={os.path.abspath(path)}",
+                        f"--window-size=900,{height}", "--hide-scrollbars")
+    check(os.path.exists(path) and os.path.getsize(path) > 10000,
+          f"no screenshot: {shot.stderr[-2000:]}")
+
+
+def selftest_element(dom):
+    """(text, attributes) of the page's #selftest element in a --dump-dom output."""
+    found = re.search(r'<div id="selftest"([^>]*)>([^<]*)</div>', dom)
+    if not found:
+        return "", {}
+    attributes = {k: html.unescape(v) for k, v in re.findall(r'([\w-]+)="([^"]*)"', found[1])}
+    return html.unescape(found[2]).strip(), attributes
