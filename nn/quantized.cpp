@@ -12,22 +12,10 @@
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
 #include "nabla/ops/kernels/onednn.h"
+#include "nabla/ops/linear_prepacked.h"
 
 namespace nabla::nn {
 namespace {
-
-onednn::Activation to_onednn(std::optional<LinearActivation> act) {
-  if (!act) return onednn::Activation::None;
-  switch (*act) {
-    case LinearActivation::ReLU:
-      return onednn::Activation::ReLU;
-    case LinearActivation::GELU:
-      return onednn::Activation::GELU;
-    case LinearActivation::GELUTanh:
-      return onednn::Activation::GELUTanh;
-  }
-  return onednn::Activation::None;
-}
 
 // The quantised activations' buffer, from nabla's caching allocator: a call reuses the block the
 // last one freed, and nothing is zeroed first.
@@ -132,7 +120,7 @@ Tensor int8_products(const char* what, const Tensor& x,
   for (const QuantizedLinear* part : parts) {
     onednn::Int8Linear p;
     p.m = m, p.n = part->out_features(), p.k = in, p.ldx = in, p.ldc = width;
-    p.x_scale = q.scale, p.x_zero_point = q.zero_point, p.activation = to_onednn(act);
+    p.x_scale = q.scale, p.x_zero_point = q.zero_point, p.activation = onednn_activation(act);
     const Tensor bias = part->bias().defined() ? part->bias().detach().contiguous() : Tensor();
     onednn::linear_u8s8(p, xq.data(), part->packed_weight(),
                         bias.defined() ? bias.data_ptr<float>() : nullptr,

@@ -30,19 +30,6 @@ struct PrepackedLinear::Slot {
 
 namespace {
 
-onednn::Activation to_onednn(std::optional<LinearActivation> act) {
-  if (!act) return onednn::Activation::None;
-  switch (*act) {
-    case LinearActivation::ReLU:
-      return onednn::Activation::ReLU;
-    case LinearActivation::GELU:
-      return onednn::Activation::GELU;
-    case LinearActivation::GELUTanh:
-      return onednn::Activation::GELUTanh;
-  }
-  return onednn::Activation::None;
-}
-
 // Everything but the size: float32 operands of linear()'s shapes, nothing recorded, the tuned
 // kernels, no autocast, not deterministic.
 bool call_qualifies(const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -93,7 +80,7 @@ Tensor PrepackedLinear::try_forward(const Tensor& x, const Tensor& weight, const
   Tensor y = empty({m, out}, kFloat32);
   onednn::F32Linear p;
   p.m = m, p.n = out, p.k = in, p.ldx = blas::BlasView::of(x2d).ld, p.ldc = out;
-  p.activation = to_onednn(act);
+  p.activation = onednn_activation(act);
   {
     inspect::GemmScope gemm_scope(m, out, in, kFloat32);
     onednn::linear_f32(p, x2d.data_ptr<float>(), slot->packed,
@@ -113,6 +100,19 @@ int64_t PrepackedLinear::packs() const {
 int64_t PrepackedLinear::packed_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return slot_ ? slot_->packed.packed_bytes() : 0;
+}
+
+onednn::Activation onednn_activation(std::optional<LinearActivation> act) {
+  if (!act) return onednn::Activation::None;
+  switch (*act) {
+    case LinearActivation::ReLU:
+      return onednn::Activation::ReLU;
+    case LinearActivation::GELU:
+      return onednn::Activation::GELU;
+    case LinearActivation::GELUTanh:
+      return onednn::Activation::GELUTanh;
+  }
+  return onednn::Activation::None;
 }
 
 }  // namespace nabla

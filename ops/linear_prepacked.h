@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "nabla/core/tensor.h"
+#include "nabla/ops/kernels/onednn.h"
 #include "nabla/ops/linear.h"
 
 namespace nabla {
@@ -28,6 +29,9 @@ namespace nabla {
 // The product the profile picks for an inference linear of m rows, k inputs and n outputs when
 // the call qualifies (above): true for oneDNN (and oneDNN is built in), false for OpenBLAS.
 bool prepacked_linear_chosen(int64_t m, int64_t n, int64_t k);
+
+// A fused activation as oneDNN's post-op (also the int8 Linear's, nn/quantized.cpp).
+onednn::Activation onednn_activation(std::optional<LinearActivation> act);
 
 class PrepackedLinear {
  public:

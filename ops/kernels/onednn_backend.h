@@ -110,5 +110,12 @@ inline dnnl::algorithm eltwise_of(Activation a) {
 
 inline memory::dims dims(std::initializer_list<int64_t> v) { return memory::dims(v); }
 
+// W^T (k x n) over a row-major n x k weight of this type, read in place; or format any, the
+// layout the chosen kernel reads fastest (brgemm's blocked one), for a copy reordered once.
+inline memory::desc linear_weights_md(int64_t n, int64_t k, dt type, bool packed) {
+  return packed ? memory::desc(dims({k, n}), type, memory::format_tag::any)
+                : memory::desc(dims({k, n}), type, dims({1, k}));
+}
+
 }  // namespace nabla::onednn::backend
 #endif

@@ -22,12 +22,6 @@ using namespace backend;
 
 namespace {
 
-// W^T (k x n) over a row-major n x k weight, read in place; or format any (the kernel's layout).
-memory::desc f32_weights_md(int64_t n, int64_t k, bool packed) {
-  return packed ? memory::desc(dims({k, n}), dt::f32, memory::format_tag::any)
-                : memory::desc(dims({k, n}), dt::f32, dims({1, k}));
-}
-
 dnnl::matmul::primitive_desc f32_primitive_desc(const F32Linear& p, bool has_bias) {
   dnnl::primitive_attr attr;
   if (p.activation != Activation::None) {
@@ -38,7 +32,7 @@ dnnl::matmul::primitive_desc f32_primitive_desc(const F32Linear& p, bool has_bia
   const memory::desc x_md(dims({p.m, p.k}), dt::f32, dims({p.ldx, 1}));
   const memory::desc c_md(dims({p.m, p.n}), dt::f32, dims({p.ldc, 1}));
   const memory::desc b_md(dims({1, p.n}), dt::f32, dims({p.n, 1}));
-  const memory::desc w_md = f32_weights_md(p.n, p.k, true);
+  const memory::desc w_md = linear_weights_md(p.n, p.k, dt::f32, true);
   const auto desc =
       has_bias ? dnnl::matmul::desc(x_md, w_md, b_md, c_md) : dnnl::matmul::desc(x_md, w_md, c_md);
   return dnnl::matmul::primitive_desc(desc, attr, engine());
@@ -88,7 +82,7 @@ PackedF32Weights::PackedF32Weights(int64_t n, int64_t k, const float* w) {
   if (n == 0 || k == 0) return;
   prepare_threads();
   translate_errors(what, fmt::format("weight ({} x {}) f32", n, k), [&] {
-    const memory plain(f32_weights_md(n, k, false), engine(), const_cast<float*>(w));
+    const memory plain(linear_weights_md(n, k, dt::f32, false), engine(), const_cast<float*>(w));
     F32Linear p;
     p.m = kPackRows, p.n = n, p.k = k, p.ldx = k, p.ldc = n;
     const memory::desc md = f32_primitive_desc(p, false).weights_desc();

@@ -25,12 +25,6 @@ using namespace backend;
 
 namespace {
 
-// W^T (k x n) over a row-major n x k weight, read in place; or format any, the layout the
-// implementation reads fastest (brgemm's blocked one, with the zero point's column sums).
-memory::desc int8_weights_md(int64_t n, int64_t k, bool packed) {
-  return packed ? memory::desc(dims({k, n}), dt::s8, memory::format_tag::any)
-                : memory::desc(dims({k, n}), dt::s8, dims({1, k}));
-}
 memory::desc row_md(int64_t n) { return memory::desc(dims({1, n}), dt::f32, dims({n, 1})); }
 memory::desc scalar_md() { return memory::desc(dims({1, 1}), dt::f32, dims({1, 1})); }
 
@@ -58,7 +52,7 @@ dnnl::matmul::primitive_desc int8_primitive_desc(const Int8Linear& p, const floa
   attr.set_post_ops(ops);
   const memory::desc x_md(dims({p.m, p.k}), dt::u8, dims({p.ldx, 1}));
   const memory::desc c_md(dims({p.m, p.n}), dt::f32, dims({p.ldc, 1}));
-  const memory::desc w_md = int8_weights_md(p.n, p.k, packed);
+  const memory::desc w_md = linear_weights_md(p.n, p.k, dt::s8, packed);
   const auto desc = has_bias ? dnnl::matmul::desc(x_md, w_md, row_md(p.n), c_md)
                              : dnnl::matmul::desc(x_md, w_md, c_md);
   return dnnl::matmul::primitive_desc(desc, attr, engine());
@@ -128,7 +122,7 @@ void run_int8(const char* what, const Int8Linear& p, const dnnl::primitive& prim
 // A plain (k x n, strides {1, k}) view of a row-major weight, as the source or target of a
 // reorder.
 memory plain_weights(int64_t n, int64_t k, const int8_t* w) {
-  return memory(int8_weights_md(n, k, false), engine(), const_cast<int8_t*>(w));
+  return memory(linear_weights_md(n, k, dt::s8, false), engine(), const_cast<int8_t*>(w));
 }
 memory reorder_to(const memory& from, const memory::desc& md) {
   memory to(md, engine());
