@@ -17,7 +17,9 @@
 #include <fmt/format.h>
 
 #include "nabla/core/autograd.h"
+#include "nabla/core/cpu_load.h"
 #include "nabla/core/dtype.h"
+#include "nabla/core/parallel.h"
 #include "nabla/core/shape.h"
 #include "nabla/nn/distributed/comm_thread.h"
 #include "nabla/nn/distributed/dist_detail.h"
@@ -180,11 +182,13 @@ struct DistributedDataParallel::State {
   }
 };
 
+bool comm_thread_by_default() { return cpu_load::allowed_cores() > num_threads(); }
+
 namespace {
 
-bool comm_thread_from_env(bool option) {
+bool comm_thread_from_env(std::optional<bool> option) {
   const char* v = std::getenv("NABLA_DDP_COMM_THREAD");
-  if (!v || !*v) return option;
+  if (!v || !*v) return option ? *option : comm_thread_by_default();
   if (std::strcmp(v, "0") == 0) return false;
   if (std::strcmp(v, "1") == 0) return true;
   throw ValueError(

@@ -28,6 +28,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,15 +48,20 @@ struct DataParallelOptions {
   int64_t bucket_bytes = int64_t{4} << 20;  // PyTorch's bucket_cap_mb = 25; 4 MiB here (issue 24)
   GradReduction reduction = GradReduction::Auto;
   int root = 0;  // the rank whose initial parameters and buffers everyone starts from
-  // The buckets' all-reduces run on a background thread that overlaps them with backward. false:
-  // the gradient hooks start them and poll MPI, which OpenMPI's shared memory transport does not
-  // progress enough to overlap (kept to measure against). NABLA_DDP_COMM_THREAD=0 or 1 in the
-  // environment overrides this.
-  bool comm_thread = true;
+  // true: the buckets' all-reduces run on a background thread that overlaps them with backward.
+  // false: the gradient hooks start them and poll MPI. Unset (default): the thread only when the
+  // process may run on more cores than its compute threads (comm_thread_by_default()): with one
+  // rank per core and one thread each (mpirun's binding on a 2-core machine) the thread takes
+  // cycles from backward and measured slower than polling (docs/distributed.md).
+  // NABLA_DDP_COMM_THREAD=0 or 1 in the environment overrides this.
+  std::optional<bool> comm_thread = std::nullopt;
   // PyTorch's broadcast_buffers: every synchronised finish() ends by copying root's buffers
   // (BatchNorm's running statistics, ...) to every rank, so each forward starts from root's.
   bool broadcast_buffers = true;
 };
+
+// The default of DataParallelOptions::comm_thread: allowed cores > nabla's threads.
+bool comm_thread_by_default();
 
 class DistributedDataParallel {
  public:

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "nabla/core/cpu_load.h"
+#include "nabla/core/parallel.h"
 #include "nabla/nabla.h"
 #include "nabla/nn/distributed/comm_thread.h"
 #include "nabla/nn/distributed/data_parallel.h"
@@ -260,7 +262,11 @@ TEST_CASE("DistributedDataParallel: NABLA_DDP_COMM_THREAD overrides the option",
   CHECK_THROWS_WITH(dist::DistributedDataParallel(model),
                     Catch::Contains("NABLA_DDP_COMM_THREAD='yes' is neither 0 nor 1"));
   ::unsetenv("NABLA_DDP_COMM_THREAD");
-  CHECK(dist::DistributedDataParallel(model).uses_comm_thread());
+  // Unset: the thread only when this process has a core beyond its compute threads.
+  CHECK(dist::comm_thread_by_default() == (cpu_load::allowed_cores() > num_threads()));
+  CHECK(dist::DistributedDataParallel(model).uses_comm_thread() == dist::comm_thread_by_default());
+  CHECK(dist::DistributedDataParallel(model, {.comm_thread = true}).uses_comm_thread());
+  CHECK_FALSE(dist::DistributedDataParallel(model, {.comm_thread = false}).uses_comm_thread());
 }
 
 TEST_CASE("The communication thread runs collectives in order and carries errors to wait_all",
