@@ -110,6 +110,15 @@ inline dnnl::algorithm eltwise_of(Activation a) {
 
 inline memory::dims dims(std::initializer_list<int64_t> v) { return memory::dims(v); }
 
+// The product (m x k) @ (n x k)^T must match the packed weight it is given.
+inline void check_packed_weight(const char* what, int64_t m, int64_t n, int64_t k, int64_t w_n,
+                                int64_t w_k) {
+  if (n != w_n || k != w_k)
+    throw ShapeError(
+        fmt::format("{}: the product is ({} x {}) @ ({} x {})^T but the packed weight is {} x {}",
+                    what, m, k, n, k, w_n, w_k));
+}
+
 // W^T (k x n) over a row-major n x k weight of this type, read in place; or format any, the
 // layout the chosen kernel reads fastest (brgemm's blocked one), for a copy reordered once.
 inline memory::desc linear_weights_md(int64_t n, int64_t k, dt type, bool packed) {

@@ -108,11 +108,7 @@ void linear_f32(const F32Linear& p, const float* x, const PackedF32Weights& w, c
                 float* c) {
   constexpr const char* what = "onednn::linear_f32";
   check_sizes(what, {p.m, p.n, p.k, p.ldx, p.ldc});
-  if (p.n != w.n() || p.k != w.k())
-    throw ShapeError(
-        fmt::format("{}: the product is ({} x {}) @ ({} x {})^T but the packed weight "
-                    "is {} x {}",
-                    what, p.m, p.k, p.n, p.k, w.n(), w.k()));
+  check_packed_weight(what, p.m, p.n, p.k, w.n(), w.k());
   if (p.m == 0 || p.n == 0) return;
   if (p.k == 0)
     throw ValueError(fmt::format("{}: k = 0 (an empty sum) is not supported; use linear", what));

@@ -249,11 +249,7 @@ void linear_u8s8(const Int8Linear& p, const uint8_t* x, const PackedInt8Weights&
                  const float* bias, float* c) {
   constexpr const char* what = "onednn::linear_u8s8";
   check_int8(what, p);
-  if (p.n != w.n() || p.k != w.k())
-    throw ShapeError(
-        fmt::format("{}: the product is ({} x {}) @ ({} x {})^T but the packed weight "
-                    "is {} x {}",
-                    what, p.m, p.k, p.n, p.k, w.n(), w.k()));
+  check_packed_weight(what, p.m, p.n, p.k, w.n(), w.k());
   if (p.m == 0 || p.n == 0) return;
   if (p.k == 0) return int8_empty_sum(p, w.scales().data(), bias, c);
   const int threads = prepare_threads();
