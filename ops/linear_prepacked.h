@@ -3,11 +3,12 @@
 // (`sgemm_oncopy`, ~8% of encoder_infer). A module that owns a weight holds a PrepackedLinear
 // beside it; when no graph is recorded, the call is float32 and the machine profile picks oneDNN
 // for its size (core/machine.h: prepacked_linear_min_flop), the product runs on oneDNN's f32
-// matmul with the weight reordered once into its kernel's layout and the bias and activation in
-// the kernel (ops/kernels/onednn.h: linear_f32). Everything else takes linear() as before: a
-// recorded call (grad mode on and an operand requiring grad), float64 and bfloat16, autocast,
-// reference kernels, deterministic mode (OpenBLAS's split is the one whose bits do not depend on
-// the thread count) and builds without oneDNN.
+// matmul with the weight packed once into its kernel's layout and the bias in the kernel
+// (ops/kernels/onednn.h: linear_f32); ReLU/GELU follow in linear_activation's own pass, which
+// keeps oneDNN's post-op code out of memory (docs/perf.md). Everything else takes linear() as
+// before: a recorded call (grad mode on and an operand requiring grad), float64 and bfloat16,
+// autocast, reference kernels, deterministic mode (OpenBLAS's split is the one whose bits do not
+// depend on the thread count) and builds without oneDNN.
 //
 // The packed copy is tied to the weight's storage (held weakly, so a new tensor at the same
 // address is not taken for it), offset, shape, strides and version counter: any in-place change

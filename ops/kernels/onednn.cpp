@@ -75,6 +75,7 @@ PackedF32Weights::PackedF32Weights(int64_t, int64_t, const float*) {
 int64_t PackedF32Weights::n() const { return 0; }
 int64_t PackedF32Weights::k() const { return 0; }
 int64_t PackedF32Weights::packed_bytes() const { return 0; }
+std::vector<float> PackedF32Weights::unpack() const { return {}; }
 int64_t PackedF32Weights::repacks() const { return 0; }
 void linear_f32(const F32Linear&, const float*, const PackedF32Weights&, const float*, float*) {
   require("onednn::linear_f32");

@@ -105,9 +105,11 @@ struct F32Linear {
   int64_t ldx = 0, ldc = 0;
   Activation activation = Activation::None;
 };
-// A float32 weight (n x k, row-major: a Linear's (out, in)) reordered once into the blocked
-// layout of oneDNN's f32 product. As PackedInt8Weights: a call whose primitive wants another
-// layout repacks once under a lock (counted in repacks()); copies share the data; thread-safe.
+// A float32 weight (n x k, row-major: a Linear's (out, in)) packed once into the blocked layout
+// of oneDNN's f32 product, by nabla's loop over the layout's blocking descriptor (no reorder
+// primitive) into nabla's allocator (live_bytes() counts it). As PackedInt8Weights: a call whose
+// primitive wants another layout repacks once under a lock (counted in repacks()); copies share
+// the data; thread-safe.
 class PackedF32Weights {
  public:
   PackedF32Weights() = default;  // empty: n = k = 0
@@ -115,7 +117,8 @@ class PackedF32Weights {
   PackedF32Weights(int64_t n, int64_t k, const float* w);
   int64_t n() const;
   int64_t k() const;
-  int64_t packed_bytes() const;
+  int64_t packed_bytes() const;       // the weight as held (the layout's padding included)
+  std::vector<float> unpack() const;  // the weight back in row-major n x k
   int64_t repacks() const;
   struct State;  // ops/kernels/onednn_f32.cpp
 

@@ -1,17 +1,25 @@
 // The float32 product of the oneDNN backend (ops/kernels/onednn.h) for inference: oneDNN 2.6's
-// matmul (https://oneapi-src.github.io/oneDNN/v2.6/dev_guide_matmul.html) on a weight reordered
+// matmul (https://oneapi-src.github.io/oneDNN/v2.6/dev_guide_matmul.html) on a weight packed
 // once into the layout its brgemm kernel reads (format `any`), with the bias and the activation
-// as part of the kernel (dev_guide_attributes_post_ops.html). OpenBLAS's sgemm copies B into its
+// as part of the kernel (dev_guide_attributes_post_ops.html; PrepackedLinear runs its activation
+// itself). OpenBLAS's sgemm copies B into its
 // own panels on every call (`sgemm_oncopy`, ~8% of encoder_infer); here that copy is made once.
 // One primitive per (rows, columns, depth, strides, bias, activation, threads), from the shared
 // cache.
+//
+// The weight is packed here, not by a oneDNN reorder primitive: creating and running a reorder
+// touches ~0.7 MB of libdnnl's code that then stays resident (peak RSS, docs/perf.md), for a
+// copy that is a loop over the layout's blocking descriptor. The packed copy lives in nabla's
+// allocator, so the memory ledger counts it.
 #if NABLA_WITH_ONEDNN
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 
+#include "nabla/core/allocator.h"
 #include "nabla/core/error.h"
 #include "nabla/ops/kernels/onednn.h"
 #include "nabla/ops/kernels/onednn_backend.h"
@@ -42,15 +50,35 @@ std::string shapes_of(const F32Linear& p) {
   return fmt::format("({} x {}) f32 @ ({} x {})^T f32 (packed)", p.m, p.k, p.n, p.k);
 }
 
-memory reorder_to(const memory& from, const memory::desc& md) {
-  memory to(md, engine());
-  dnnl::reorder(from, to).execute(stream(), const_cast<memory&>(from), to);
-  stream().wait();
-  return to;
+// The element offset of W^T[kk][nn] in a blocked 2-D (k x n) layout, as oneDNN computes it
+// (memory_desc_wrapper::off_v): the inner blocks innermost, last block first, then the outer
+// strides over the block indices.
+int64_t blocked_offset(const dnnl_memory_desc_t& md, int64_t kk, int64_t nn) {
+  const dnnl_blocking_desc_t& blk = md.format_desc.blocking;
+  int64_t pos[2] = {kk + md.padded_offsets[0], nn + md.padded_offsets[1]};
+  int64_t offset = md.offset0, block_stride = 1;
+  for (int i = blk.inner_nblks - 1; i >= 0; --i) {
+    const int64_t d = blk.inner_idxs[i];
+    offset += (pos[d] % blk.inner_blks[i]) * block_stride;
+    pos[d] /= blk.inner_blks[i];
+    block_stride *= blk.inner_blks[i];
+  }
+  return offset + pos[0] * blk.strides[0] + pos[1] * blk.strides[1];
+}
+
+// A packed weight's bytes from nabla's allocator, zeroed (the layout's padding must read 0).
+std::shared_ptr<float> packed_buffer(size_t bytes) {
+  auto* p = static_cast<float*>(allocator::allocate(bytes));
+  std::fill_n(p, bytes / sizeof(float), 0.0f);
+  return {p, [bytes](float* q) { allocator::deallocate(q, bytes); }};
 }
 
 // The layout is asked of a primitive for this many rows; a call that wants another repacks.
 constexpr int64_t kPackRows = 512;
+
+bool is_blocked_2d(const memory::desc& md) {
+  return md.data.ndims == 2 && md.data.format_kind == dnnl_blocked;
+}
 
 }  // namespace
 
@@ -58,17 +86,37 @@ constexpr int64_t kPackRows = 512;
 struct PackedF32Weights::State {
   struct Layout {
     memory::desc md;
-    memory data;
+    std::shared_ptr<float> data;                // md.get_size() bytes
+    float at(int64_t row, int64_t col) const {  // W[row][col] = W^T[col][row]
+      return data.get()[blocked_offset(md.data, col, row)];
+    }
   };
   int64_t n = 0, k = 0;
   std::mutex mutex;
   std::shared_ptr<const Layout> layout;  // null when n or k is 0
   int64_t repacks = 0;
 
+  // The n x k weight w(row, col) written into layout md.
+  template <class Read>
+  static std::shared_ptr<const Layout> pack(const memory::desc& md, int64_t n, int64_t k,
+                                            Read&& w) {
+    if (!is_blocked_2d(md))
+      throw Error(
+          fmt::format("onednn::PackedF32Weights: the kernel wants a layout that is not "
+                      "blocked (format kind {})",
+                      static_cast<int>(md.data.format_kind)));
+    auto layout = std::make_shared<Layout>(Layout{md, packed_buffer(md.get_size())});
+    float* out = layout->data.get();
+    for (int64_t row = 0; row < n; ++row)
+      for (int64_t col = 0; col < k; ++col) out[blocked_offset(md.data, col, row)] = w(row, col);
+    return layout;
+  }
+
   std::shared_ptr<const Layout> in_layout(const memory::desc& md) {
     std::lock_guard<std::mutex> lock(mutex);
     if (layout->md == md) return layout;
-    layout = std::make_shared<const Layout>(Layout{md, reorder_to(layout->data, md)});
+    const std::shared_ptr<const Layout> from = layout;
+    layout = pack(md, n, k, [&](int64_t row, int64_t col) { return from->at(row, col); });
     ++repacks;
     return layout;
   }
@@ -82,12 +130,11 @@ PackedF32Weights::PackedF32Weights(int64_t n, int64_t k, const float* w) {
   if (n == 0 || k == 0) return;
   prepare_threads();
   translate_errors(what, fmt::format("weight ({} x {}) f32", n, k), [&] {
-    const memory plain(linear_weights_md(n, k, dt::f32, false), engine(), const_cast<float*>(w));
     F32Linear p;
     p.m = kPackRows, p.n = n, p.k = k, p.ldx = k, p.ldc = n;
     const memory::desc md = f32_primitive_desc(p, false).weights_desc();
     state_->layout =
-        std::make_shared<const State::Layout>(State::Layout{md, reorder_to(plain, md)});
+        State::pack(md, n, k, [&](int64_t row, int64_t col) { return w[row * k + col]; });
   });
 }
 
@@ -97,6 +144,16 @@ int64_t PackedF32Weights::packed_bytes() const {
   if (!state_) return 0;
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->layout ? static_cast<int64_t>(state_->layout->md.get_size()) : 0;
+}
+std::vector<float> PackedF32Weights::unpack() const {
+  if (!state_) return {};
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<float> w(static_cast<size_t>(state_->n * state_->k));
+  if (!state_->layout) return w;
+  for (int64_t row = 0; row < state_->n; ++row)
+    for (int64_t col = 0; col < state_->k; ++col)
+      w[static_cast<size_t>(row * state_->k + col)] = state_->layout->at(row, col);
+  return w;
 }
 int64_t PackedF32Weights::repacks() const {
   if (!state_) return 0;
@@ -126,7 +183,7 @@ void linear_f32(const F32Linear& p, const float* x, const PackedF32Weights& w, c
     const memory::desc c_md(dims({p.m, p.n}), dt::f32, dims({p.ldc, 1}));
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, memory(x_md, engine(), const_cast<float*>(x))},
-        {DNNL_ARG_WEIGHTS, layout->data},
+        {DNNL_ARG_WEIGHTS, memory(layout->md, engine(), layout->data.get())},
         {DNNL_ARG_DST, memory(c_md, engine(), c)}};
     if (has_bias)
       args.emplace(DNNL_ARG_BIAS, memory(memory::desc(dims({1, p.n}), dt::f32, dims({p.n, 1})),

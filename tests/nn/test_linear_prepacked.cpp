@@ -1,12 +1,18 @@
 // Inference linear on a weight packed once (ops/linear_prepacked.h): each path forced through the
 // machine profile, oneDNN's against OpenBLAS's within float32 rounding (bias, no bias, ReLU, GELU,
 // 3-D and strided inputs, a Transformer encoder); a recorded call, deterministic mode and small
-// products keep OpenBLAS; a changed weight packs again.
+// products keep OpenBLAS; a changed weight packs again; nabla's packing of oneDNN's blocked layout
+// (padding included, into nabla's allocator) and the activation in nabla's own pass.
 #include "nabla/ops/linear_prepacked.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "nabla/core/allocator.h"
 #include "nabla/core/machine.h"
 #include "nabla/core/parallel.h"
 #include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/kernels/linear.h"
 #include "nabla/ops/kernels/onednn.h"
 #include "tests/helpers.h"
 
@@ -157,6 +163,56 @@ TEST_CASE("prepacked linear: a Transformer encoder in eval mode agrees with Open
   CHECK_CLOSE(encoder(x), expected, 1e-4, 1e-4);
   const auto& layer0 = *encoder.layer(0);
   CHECK(layer0.self_attn()->in_proj_prepacked().packs() == (prepacked_runs() ? 1 : 0));
+}
+
+TEST_CASE("prepacked linear: nabla packs oneDNN's blocked layout, padding included") {
+  if (!onednn::available()) return;
+  // Sizes below, at and across the layout's blocks (16 rows of k, up to 64 columns of n).
+  for (const auto& [n, k] :
+       {std::pair<int64_t, int64_t>{1, 1}, {10, 7}, {40, 96}, {130, 33}, {384, 128}, {64, 700}}) {
+    INFO("weight " << n << " x " << k);
+    const int64_t m = 37;
+    const Tensor w = random({n, k}, 21), x = random({m, k}, 22), b = random({n}, 23);
+    const onednn::PackedF32Weights packed(n, k, w.data_ptr<float>());
+    const std::vector<float> back = packed.unpack();
+    CHECK(std::equal(back.begin(), back.end(), w.data_ptr<float>()));
+    CHECK(packed.packed_bytes() >= n * k * 4);
+    onednn::F32Linear p;
+    p.m = m, p.n = n, p.k = k, p.ldx = k, p.ldc = n;
+    Tensor c = empty({m, n}, kFloat32);
+    onednn::linear_f32(p, x.data_ptr<float>(), packed, b.data_ptr<float>(), c.data_ptr<float>());
+    const Tensor expected = linear(x.to(kFloat64), w.to(kFloat64), b.to(kFloat64));
+    CHECK_CLOSE(c.to(kFloat64), expected, kAtol * std::sqrt(static_cast<double>(k)), kRtol);
+    CHECK(packed.repacks() == 0);
+  }
+}
+
+TEST_CASE("prepacked linear: the packed copy lives in nabla's allocator") {
+  if (!onednn::available()) return;
+  const Tensor w = random({256, 128}, 24);
+  const size_t before = allocator::live_bytes();
+  {
+    const onednn::PackedF32Weights packed(256, 128, w.data_ptr<float>());
+    CHECK(allocator::live_bytes() - before ==
+          allocator::size_class(static_cast<size_t>(packed.packed_bytes())));
+  }
+  CHECK(allocator::live_bytes() == before);
+}
+
+TEST_CASE("prepacked linear: ReLU and GELU run in linear_activation's pass, not in oneDNN") {
+  if (!prepacked_runs()) return;
+  NoGradGuard no_grad;
+  nn::Linear layer(128, 192);
+  const Tensor x = random({2, 40, 128}, 25);
+  machine::ProfileGuard dnnl(forced(0));
+  const Tensor z = layer(x);  // the packed product alone
+  for (const auto act :
+       {LinearActivation::ReLU, LinearActivation::GELU, LinearActivation::GELUTanh}) {
+    Tensor want = z.clone();
+    kernels::linear_activation_forward(want, want, act);
+    CHECK(test::bit_equal(layer.forward_activation(x, act), want));
+  }
+  CHECK(layer.prepacked().packs() == 1);
 }
 
 }  // namespace NABLA_UNITY_ID
