@@ -111,6 +111,14 @@ State make_state() {
       s.origin += fmt::format(", NABLA_INFERENCE_GEMM='{}' ignored (openblas or onednn)", v);
     }
   }
+  if (const char* env = std::getenv("NABLA_SMALL_ATTENTION"); env != nullptr && *env != '\0') {
+    if (std::string_view(env) == "off") {
+      s.startup.attention_small_max_tokens = s.startup.attention_small_max_head_dim = 0;
+      s.origin += ", NABLA_SMALL_ATTENTION=off";
+    } else {
+      s.origin += fmt::format(", NABLA_SMALL_ATTENTION='{}' ignored (off)", env);
+    }
+  }
   return s;
 }
 
@@ -159,6 +167,8 @@ Profile make_profile(Isa isa, const Caches& caches) {
   p.caches = caches;
   p.attention_key_tile = key_tile_for(caches.l2);
   p.attention_materialize_max_scores = 64 * 64;
+  p.attention_small_max_tokens = 128;
+  p.attention_small_max_head_dim = 32;
   p.autocast_attention_onednn_min_macs = 64 * 64 * 32;
   switch (isa) {
     case Isa::Avx512:
@@ -263,12 +273,14 @@ std::string describe(const Profile& p) {
   if (p.simd != p.isa) simd += fmt::format(" (the CPU lacks {})", isa_name(p.isa));
   return fmt::format(
       "machine profile {} ({}; L1d {}, L2 {}, L3 {}): parallel grain {}, GEMM split from {} "
-      "FLOP in blocks of {}, attention key tile {}, materialised attention up to {} scores, "
+      "FLOP in blocks of {}, attention key tile {}, small attention heads up to {} tokens and head "
+      "dim {}, materialised attention up to {} scores, "
       "inference linear {}, autocast attention on oneDNN from {} multiply-adds a head, SIMD "
       "paths {}",
       isa_name(p.isa), startup ? state().origin : std::string("forced"), bytes_str(p.caches.l1d),
       bytes_str(p.caches.l2), bytes_str(p.caches.l3), p.parallel_grain, p.gemm_min_split_flop,
-      p.gemm_block_align, p.attention_key_tile, p.attention_materialize_max_scores,
+      p.gemm_block_align, p.attention_key_tile, p.attention_small_max_tokens,
+      p.attention_small_max_head_dim, p.attention_materialize_max_scores,
       p.prepacked_linear_min_flop < 0
           ? std::string("OpenBLAS")
           : fmt::format("prepacked oneDNN from {} FLOP (OpenBLAS below or without oneDNN)",
