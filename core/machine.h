@@ -39,7 +39,8 @@ struct Profile {
   int64_t attention_key_tile = 0;
   // The fused attention kernels compute heads of at most this many queries and keys and this
   // head dim with small_gemm's register tiles instead of one BLAS call per product
-  // (ops/kernels/small_gemm.h); 0 never. NABLA_SMALL_ATTENTION=off in the environment sets 0.
+  // (ops/kernels/small_gemm.h); 0 never (every row, for now). NABLA_SMALL_ATTENTION=on|off in
+  // the environment sets 128 and 32, or 0.
   int64_t attention_small_max_tokens = 0;
   int64_t attention_small_max_head_dim = 0;
   // MultiheadAttention in inference materialises the weights when L * S is at most this
