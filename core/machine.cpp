@@ -47,6 +47,12 @@ namespace {
 // weights on short heads (inference, L * S <= 64 * 64, measured on the Xeon) through its per-tile
 // bookkeeping, which runs at the same vector width as the materialised softmax, so the crossover
 // should not move with the ISA. Its key tile is keyed by the L2 instead (key_tile_for).
+// The small-head attention path (ops/kernels/small_gemm.h: register tiles instead of one BLAS call
+// per product) is off in every row: on the busy 2-core AMD EPYC Zen 4 (2026-11-26) it took
+// 1.33-1.42 s of CPU against 1.20-1.25 s with OpenBLAS for 150 forward + backward passes of 512
+// heads of 50 x 16 (bench_attention, one thread): OpenBLAS 0.3.21 already runs these shapes on its
+// own small-matrix kernels (sgemm_small_kernel_*, docs/perf.md). NABLA_SMALL_ATTENTION=on turns
+// it on for heads up to 128 tokens and head dim 32.
 // Autocast attention's oneDNN threshold (64 x 64 x 32 multiply-adds a head) is the same in every
 // row: only CPUs with native bf16 dot products take oneDNN at all, and those have AVX-512. It was
 // measured on the quiet 2-core AMD EPYC Zen 4 (2026-11-26): vit_small's heads (50 tokens x head
@@ -54,6 +60,9 @@ namespace {
 // 107 ms in float32.
 
 constexpr int64_t kQueryTile = 64;  // queries per tile, ops/kernels/attention.cpp
+// The heads NABLA_SMALL_ATTENTION=on gives small_gemm: one query tile, the head dims of ViTs and
+// small encoders.
+constexpr int64_t kSmallAttentionMaxTokens = 128, kSmallAttentionMaxHeadDim = 32;
 constexpr int64_t kHeadDimForTiles = 64;
 
 // FlashAttention's rule (Dao et al., 2022, Algorithm 1: block sizes from the on-chip memory
@@ -111,6 +120,16 @@ State make_state() {
       s.origin += fmt::format(", NABLA_INFERENCE_GEMM='{}' ignored (openblas or onednn)", v);
     }
   }
+  if (const char* env = std::getenv("NABLA_SMALL_ATTENTION"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    if (v == "on" || v == "off") {
+      s.startup.attention_small_max_tokens = v == "on" ? kSmallAttentionMaxTokens : 0;
+      s.startup.attention_small_max_head_dim = v == "on" ? kSmallAttentionMaxHeadDim : 0;
+      s.origin += fmt::format(", NABLA_SMALL_ATTENTION={}", v);
+    } else {
+      s.origin += fmt::format(", NABLA_SMALL_ATTENTION='{}' ignored (on or off)", v);
+    }
+  }
   return s;
 }
 
@@ -159,6 +178,8 @@ Profile make_profile(Isa isa, const Caches& caches) {
   p.caches = caches;
   p.attention_key_tile = key_tile_for(caches.l2);
   p.attention_materialize_max_scores = 64 * 64;
+  p.attention_small_max_tokens = 0;  // off in every row until it wins (see the table's notes)
+  p.attention_small_max_head_dim = 0;
   p.autocast_attention_onednn_min_macs = 64 * 64 * 32;
   switch (isa) {
     case Isa::Avx512:
@@ -263,12 +284,14 @@ std::string describe(const Profile& p) {
   if (p.simd != p.isa) simd += fmt::format(" (the CPU lacks {})", isa_name(p.isa));
   return fmt::format(
       "machine profile {} ({}; L1d {}, L2 {}, L3 {}): parallel grain {}, GEMM split from {} "
-      "FLOP in blocks of {}, attention key tile {}, materialised attention up to {} scores, "
+      "FLOP in blocks of {}, attention key tile {}, small attention heads up to {} tokens and head "
+      "dim {}, materialised attention up to {} scores, "
       "inference linear {}, autocast attention on oneDNN from {} multiply-adds a head, SIMD "
       "paths {}",
       isa_name(p.isa), startup ? state().origin : std::string("forced"), bytes_str(p.caches.l1d),
       bytes_str(p.caches.l2), bytes_str(p.caches.l3), p.parallel_grain, p.gemm_min_split_flop,
-      p.gemm_block_align, p.attention_key_tile, p.attention_materialize_max_scores,
+      p.gemm_block_align, p.attention_key_tile, p.attention_small_max_tokens,
+      p.attention_small_max_head_dim, p.attention_materialize_max_scores,
       p.prepacked_linear_min_flop < 0
           ? std::string("OpenBLAS")
           : fmt::format("prepacked oneDNN from {} FLOP (OpenBLAS below or without oneDNN)",

@@ -37,6 +37,12 @@ struct Profile {
   int64_t gemm_block_align = 0;
   // Keys per tile of the fused attention kernels (ops/kernels/attention.cpp).
   int64_t attention_key_tile = 0;
+  // The fused attention kernels compute heads of at most this many queries and keys and this
+  // head dim with small_gemm's register tiles instead of one BLAS call per product
+  // (ops/kernels/small_gemm.h); 0 never (every row, for now). NABLA_SMALL_ATTENTION=on|off in
+  // the environment sets 128 and 32, or 0.
+  int64_t attention_small_max_tokens = 0;
+  int64_t attention_small_max_head_dim = 0;
   // MultiheadAttention in inference materialises the weights when L * S is at most this
   // (nn/multihead_attention.cpp); above it, and in training, the fused kernel runs.
   int64_t attention_materialize_max_scores = 0;

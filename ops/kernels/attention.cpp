@@ -9,6 +9,7 @@
 #include "nabla/core/machine.h"
 #include "nabla/core/parallel.h"
 #include "nabla/ops/gemm.h"
+#include "nabla/ops/kernels/small_gemm.h"
 #include "nabla/ops/math_constants.h"
 #include "nabla/ops/vec_math.h"
 
@@ -29,13 +30,23 @@ std::vector<int64_t> slice_offsets(const Tensor& t, int64_t N) {
   return off;
 }
 
+bool uses_small_kernel(const SdpaProblem& pr) {
+  const machine::Profile& m = machine::profile();
+  return pr.L <= m.attention_small_max_tokens && pr.S <= m.attention_small_max_tokens &&
+         pr.E <= m.attention_small_max_head_dim && pr.Ev <= m.attention_small_max_head_dim;
+}
+
 namespace {
 
 // Tiles of kQueryTile queries x key_tile keys; key_tile comes from the machine profile (sized so
-// that a backward step's tiles stay in L2, core/machine.cpp) and is the row stride of every
-// score-sized buffer below.
+// that a backward step's tiles stay in L2, core/machine.cpp).
 constexpr int64_t kQueryTile = 64;
 int64_t key_tile() { return machine::profile().attention_key_tile; }
+
+// The row stride of the score-sized buffers: the keys a tile holds, rounded up to 16. A stride of
+// the whole key tile (256 floats, 1 KiB) for vit_small's 50 keys put a tile's 50 rows on a quarter
+// of the L1's sets (64 sets of 64 bytes, 8 ways), more lines than ways.
+int64_t score_stride(int64_t S, int64_t kt) { return (std::min(S, kt) + 15) / 16 * 16; }
 
 // The N matrices (..., rows, cols) of an operand: element offsets of each leading-dim slice and
 // the row stride (columns have unit stride).
@@ -81,11 +92,16 @@ MaskView mask_view(const Tensor& mask, const Shape& full, int64_t N) {
   return mv;
 }
 
-// C (m x n) = alpha op(A) op(B) + beta C, also for empty dims (BLAS rejects leading dims of 0).
+// C (m x n) = alpha op(A) op(B) + beta C, also for empty dims (BLAS rejects leading dims of 0);
+// short heads' products (`small`, see uses_small_kernel) without BLAS.
 template <class T>
-void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void tile_gemm(bool small, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+               int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (small) {
+    small_gemm::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
@@ -99,6 +115,7 @@ template <class T>
 struct Operands {
   Matrices<const T*> q, k, v;
   MaskView mask;
+  bool small = false;  // products on small_gemm instead of BLAS
 };
 
 template <class T>
@@ -108,7 +125,7 @@ Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   full.push_back(pr.L);
   full.push_back(pr.S);
   return {readable<T>(q, pr.N), readable<T>(k, pr.N), readable<T>(v, pr.N),
-          mask_view(mask, full, pr.N)};
+          mask_view(mask, full, pr.N), uses_small_kernel(pr)};
 }
 
 // Scores of rows [i0, i0 + rows) and keys [j0, j0 + cols) of head n into s (row stride ld):
@@ -117,8 +134,8 @@ template <class T>
 void score_tile(const Operands<T>& op, const SdpaProblem& pr, int64_t n, int64_t i0, int64_t rows,
                 int64_t j0, int64_t cols, T* s, int64_t ld) {
   const auto nn = static_cast<size_t>(n);
-  tile_gemm<T>(false, true, rows, cols, pr.E, static_cast<T>(pr.scale), op.q.at(n) + i0 * op.q.ld,
-               op.q.ld, op.k.at(n) + j0 * op.k.ld, op.k.ld, T(0), s, ld);
+  tile_gemm<T>(op.small, false, true, rows, cols, pr.E, static_cast<T>(pr.scale),
+               op.q.at(n) + i0 * op.q.ld, op.q.ld, op.k.at(n) + j0 * op.k.ld, op.k.ld, T(0), s, ld);
   const MaskView& m = op.mask;
   for (int64_t r = 0; r < rows; ++r) {
     T* sr = s + r * ld;
@@ -168,7 +185,7 @@ template <class T>
 void forward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrices<T*>& out, T* lse) {
   const int64_t tiles = (pr.L + kQueryTile - 1) / kQueryTile;
   const int64_t cost = kQueryTile * pr.S * (pr.E + pr.Ev + 8);
-  const int64_t kt = key_tile(), tile = kQueryTile * kt;
+  const int64_t kt = key_tile(), sld = score_stride(pr.S, kt), tile = kQueryTile * sld;
   parallel_for(pr.N * tiles, cost, [&](int64_t b, int64_t e) {
     std::vector<T> s(tile), z(pr.p > 0 ? tile : 0);
     std::vector<uint32_t> words(pr.p > 0 ? tile + 8 : 0);
@@ -186,10 +203,10 @@ void forward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrices
       const int64_t key_end = pr.causal ? std::min(pr.S, i0 + rows) : pr.S;
       for (int64_t j0 = 0; j0 < key_end; j0 += kt) {
         const int64_t cols = std::min(kt, key_end - j0);
-        score_tile(op, pr, n, i0, rows, j0, cols, s.data(), kt);
-        if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), kt, words.data());
+        score_tile(op, pr, n, i0, rows, j0, cols, s.data(), sld);
+        if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), sld, words.data());
         for (int64_t r = 0; r < rows; ++r) {
-          T* __restrict sr = s.data() + r * kt;
+          T* __restrict sr = s.data() + r * sld;
           T mx = kNegInf<T>;
 #pragma omp simd reduction(max : mx)
           for (int64_t c = 0; c < cols; ++c) mx = sr[c] > mx ? sr[c] : mx;
@@ -208,12 +225,12 @@ void forward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrices
             for (int64_t c = 0; c < pr.Ev; ++c) acc[r * ld + c] *= alpha;
           row_max[r] = m_new;
           if (pr.p > 0) {
-            const T* zr = z.data() + r * kt;
+            const T* zr = z.data() + r * sld;
             for (int64_t c = 0; c < cols; ++c) sr[c] *= zr[c];
           }
         }
-        tile_gemm<T>(false, false, rows, pr.Ev, cols, T(1), s.data(), kt, op.v.at(n) + j0 * op.v.ld,
-                     op.v.ld, T(1), acc, ld);
+        tile_gemm<T>(op.small, false, false, rows, pr.Ev, cols, T(1), s.data(), sld,
+                     op.v.at(n) + j0 * op.v.ld, op.v.ld, T(1), acc, ld);
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* o = acc + r * ld;
@@ -237,7 +254,7 @@ void backward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrice
                      const T* lse, const Matrices<const T*>& dout, const Matrices<T*>& dq,
                      const Matrices<T*>& dk, const Matrices<T*>& dv) {
   const int64_t cost = pr.L * pr.S * (2 * pr.E + 2 * pr.Ev + 16);
-  const int64_t kt = key_tile(), tile = kQueryTile * kt;
+  const int64_t kt = key_tile(), sld = score_stride(pr.S, kt), tile = kQueryTile * sld;
   parallel_for(pr.N, cost, [&](int64_t b, int64_t e) {
     std::vector<T> p(tile), dp(tile), z(pr.p > 0 ? tile : 0), pz(pr.p > 0 ? tile : 0);
     std::vector<T> delta(static_cast<size_t>(pr.L));
@@ -272,10 +289,10 @@ void backward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrice
         for (int64_t i0 = pr.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < pr.L;
              i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, pr.L - i0);
-          score_tile(op, pr, n, i0, rows, j0, cols, p.data(), kt);
-          if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), kt, words.data());
+          score_tile(op, pr, n, i0, rows, j0, cols, p.data(), sld);
+          if (pr.p > 0) dropout_tile(pr, n, i0, rows, j0, cols, z.data(), sld, words.data());
           for (int64_t r = 0; r < rows; ++r) {
-            T* __restrict pr_row = p.data() + r * kt;
+            T* __restrict pr_row = p.data() + r * sld;
             const T m = lse_n[i0 + r];
             if (m == kNegInf<T>) {
               std::fill(pr_row, pr_row + cols, T(0));
@@ -283,30 +300,30 @@ void backward_kernel(const Operands<T>& op, const SdpaProblem& pr, const Matrice
               for (int64_t c = 0; c < cols; ++c) pr_row[c] = vec_math::exp_t<T>(pr_row[c] - m);
             }
             if (pr.p > 0) {
-              const T* zr = z.data() + r * kt;
-              for (int64_t c = 0; c < cols; ++c) pz[r * kt + c] = pr_row[c] * zr[c];
+              const T* zr = z.data() + r * sld;
+              for (int64_t c = 0; c < cols; ++c) pz[r * sld + c] = pr_row[c] * zr[c];
             }
           }
           const T* weights = pr.p > 0 ? pz.data() : p.data();  // what multiplied V
-          tile_gemm<T>(true, false, cols, pr.Ev, rows, T(1), weights, kt, g + i0 * dout.ld, dout.ld,
-                       T(1), dv_n + j0 * dv.ld, dv.ld);
-          tile_gemm<T>(false, true, rows, cols, pr.Ev, T(1), g + i0 * dout.ld, dout.ld,
-                       v + j0 * op.v.ld, op.v.ld, T(0), dp.data(), kt);
+          tile_gemm<T>(op.small, true, false, cols, pr.Ev, rows, T(1), weights, sld,
+                       g + i0 * dout.ld, dout.ld, T(1), dv_n + j0 * dv.ld, dv.ld);
+          tile_gemm<T>(op.small, false, true, rows, cols, pr.Ev, T(1), g + i0 * dout.ld, dout.ld,
+                       v + j0 * op.v.ld, op.v.ld, T(0), dp.data(), sld);
           for (int64_t r = 0; r < rows; ++r) {
-            const T* __restrict pr_row = p.data() + r * kt;
-            T* __restrict ds = dp.data() + r * kt;
+            const T* __restrict pr_row = p.data() + r * sld;
+            T* __restrict ds = dp.data() + r * sld;
             const T d = delta[static_cast<size_t>(i0 + r)];
             if (pr.p > 0) {
-              const T* zr = z.data() + r * kt;
+              const T* zr = z.data() + r * sld;
               for (int64_t c = 0; c < cols; ++c) ds[c] = pr_row[c] * (ds[c] * zr[c] - d);
             } else {
               for (int64_t c = 0; c < cols; ++c) ds[c] = pr_row[c] * (ds[c] - d);
             }
           }
-          tile_gemm<T>(false, false, rows, pr.E, cols, scale, dp.data(), kt, k + j0 * op.k.ld,
-                       op.k.ld, T(1), dq_n + i0 * dq.ld, dq.ld);
-          tile_gemm<T>(true, false, cols, pr.E, rows, scale, dp.data(), kt, q + i0 * op.q.ld,
-                       op.q.ld, T(1), dk_n + j0 * dk.ld, dk.ld);
+          tile_gemm<T>(op.small, false, false, rows, pr.E, cols, scale, dp.data(), sld,
+                       k + j0 * op.k.ld, op.k.ld, T(1), dq_n + i0 * dq.ld, dq.ld);
+          tile_gemm<T>(op.small, true, false, cols, pr.E, rows, scale, dp.data(), sld,
+                       q + i0 * op.q.ld, op.q.ld, T(1), dk_n + j0 * dk.ld, dk.ld);
         }
       }
     }

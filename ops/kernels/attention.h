@@ -30,6 +30,11 @@ struct SdpaProblem {
   uint64_t seed = 0, first = 0;  // dropout counters, as dropout() would reserve them
 };
 
+// Whether a call's products run on kernels/small_gemm.h instead of one BLAS call each: L and S at
+// most the machine profile's attention_small_max_tokens, E and Ev at most its
+// attention_small_max_head_dim (core/machine.h). The same tiles, math and saved tensors either way.
+bool uses_small_kernel(const SdpaProblem& pr);
+
 // Element offsets of each of the N leading-dim slices of t (any strides, including 0).
 std::vector<int64_t> slice_offsets(const Tensor& t, int64_t N);
 
