@@ -14,6 +14,9 @@
 // all-reduce of all gradients alone, the three backwards in alternation:
 //   RESULT bench=dist.overlap world=P ... backward_ms= ddp_backward_ms= comm_ms= hidden_frac=
 //          finish_ms= polled_ddp_backward_ms= polled_hidden_frac= polled_finish_ms=
+//   MEASURE ms=<DDP backward, the mode comm_thread_by_default() picks> ... backward_ms= comm_ms=
+//          hidden_frac= comm_thread= world=      (bench/run.py's dist_overlap, against the
+//          PyTorch twin bench/py/dist.py: torch DDP over gloo)
 // hidden_frac = (backward + comm - ddp_backward) / comm: the share of communication hidden;
 // finish_ms, the time in finish() (waiting for the buckets, writing .grad), is the part of the
 // communication left exposed, a direct reading that a busy machine disturbs less.
@@ -111,6 +114,7 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
         dist::DataParallelOptions{.bucket_bytes = bucket_bytes, .comm_thread = comm_thread});
     return s;
   };
+  const double base_rss_mb = bench::peak_rss_mb();
   Setup local = make(true), threaded = make(true), polled = make(false);
   Generator gen(static_cast<uint64_t>(1 + dist::rank()));
   const Tensor tokens = randint(0, c.vocab, {c.batch, c.seq}, gen);
@@ -154,16 +158,28 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
   Tensor all_grads = zeros({local.model->num_parameters()});
   const double comm_ms =
       median_ms(opt, [&] { dist::all_reduce_(all_grads, dist::ReduceOp::Mean); });
-  if (dist::rank() == 0)
-    fmt::print(
-        "RESULT bench=dist.overlap world={} per_rank_batch={} params={} buckets={} "
-        "comm_thread={} backward_ms={:.4g} ddp_backward_ms={:.4g} comm_ms={:.4g} "
-        "hidden_frac={:.3f} finish_ms={:.4g} polled_ddp_backward_ms={:.4g} "
-        "polled_hidden_frac={:.3f} polled_finish_ms={:.4g}\n",
-        world, c.batch, local.model->num_parameters(), threaded.ddp->buckets().size(),
-        threaded.ddp->uses_comm_thread() ? 1 : 0, backward_ms, ddp_ms, comm_ms,
-        (backward_ms + comm_ms - ddp_ms) / comm_ms, median(threaded.finish_samples), polled_ms,
-        (backward_ms + comm_ms - polled_ms) / comm_ms, median(polled.finish_samples));
+  if (dist::rank() != 0) return;
+  fmt::print(
+      "RESULT bench=dist.overlap world={} per_rank_batch={} params={} buckets={} "
+      "comm_thread={} backward_ms={:.4g} ddp_backward_ms={:.4g} comm_ms={:.4g} "
+      "hidden_frac={:.3f} finish_ms={:.4g} polled_ddp_backward_ms={:.4g} "
+      "polled_hidden_frac={:.3f} polled_finish_ms={:.4g}\n",
+      world, c.batch, local.model->num_parameters(), threaded.ddp->buckets().size(),
+      threaded.ddp->uses_comm_thread() ? 1 : 0, backward_ms, ddp_ms, comm_ms,
+      (backward_ms + comm_ms - ddp_ms) / comm_ms, median(threaded.finish_samples), polled_ms,
+      (backward_ms + comm_ms - polled_ms) / comm_ms, median(polled.finish_samples));
+  // For bench/run.py, beside bench/py/dist.py: the DDP backward in the mode DDP picks here.
+  const bool by_default = dist::comm_thread_by_default();
+  const Setup& chosen = by_default ? threaded : polled;
+  const double chosen_ms = by_default ? ddp_ms : polled_ms;
+  bench::Timing t = bench::summarize(chosen.samples);
+  bench::report(
+      t, base_rss_mb,
+      {{"backward_ms", fmt::format("{:.4g}", backward_ms)},
+       {"comm_ms", fmt::format("{:.4g}", comm_ms)},
+       {"hidden_frac", fmt::format("{:.3f}", (backward_ms + comm_ms - chosen_ms) / comm_ms)},
+       {"comm_thread", by_default ? "1" : "0"},
+       {"world", std::to_string(world)}});
 }
 
 template <class M>
