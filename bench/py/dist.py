@@ -78,6 +78,13 @@ def make_ddp(c, args):
         model, bucket_cap_mb=args.bucket_bytes / float(1 << 20), broadcast_buffers=False)
 
 
+def bucket_sizes(ddp):
+    """The bytes of each of DDP's buckets (the rebuilt ones once torch has rebuilt them)."""
+    info = ddp._get_ddp_logging_data()
+    key = "rebuilt_bucket_sizes" if info.get("has_rebuilt_buckets") else "bucket_sizes"
+    return [int(x) for x in str(info.get(key, "")).split(",") if x.strip()]
+
+
 def bench_overlap(args, rank, world):
     c = dict(encoder.CONFIGS["small"], batch=max(1, BATCH_PER_WORLD // world))
     dist._DEFAULT_FIRST_BUCKET_BYTES = args.first_bucket_bytes or args.bucket_bytes
@@ -116,7 +123,7 @@ def bench_overlap(args, rank, world):
         flat.div_(world)
 
     comm_ms = median_ms(args, all_reduce_mean)
-    buckets = synced._get_ddp_logging_data().get("num_buckets_reduced", -1)
+    buckets = len(bucket_sizes(synced))
     hidden = (backward_ms + comm_ms - ddp_ms) / comm_ms
     if rank == 0:
         print(f"RESULT bench=dist.overlap framework=torch world={world} "
