@@ -14,9 +14,15 @@
 // all-reduce of all gradients alone, the three backwards in alternation:
 //   RESULT bench=dist.overlap world=P ... backward_ms= ddp_backward_ms= comm_ms= hidden_frac=
 //          finish_ms= polled_ddp_backward_ms= polled_hidden_frac= polled_finish_ms=
+//   MEASURE ms=<DDP backward, the mode comm_thread_by_default() picks> ... backward_ms= comm_ms=
+//          hidden_frac= comm_thread= world=      (bench/run.py's dist_overlap, against the
+//          PyTorch twin bench/py/dist.py: torch DDP over gloo)
 // hidden_frac = (backward + comm - ddp_backward) / comm: the share of communication hidden;
 // finish_ms, the time in finish() (waiting for the buckets, writing .grad), is the part of the
-// communication left exposed, a direct reading that a busy machine disturbs less.
+// communication left exposed, a direct reading that a busy machine disturbs less;
+// done_before_finish, the median count of buckets whose all-reduce had completed when backward
+// returned (DDP's bucket_progress()), says whether communication progressed during backward at
+// all, without timing it.
 // --part step: whole training steps (forward, DDP backward, AdamW) of encoder_small and vit_small
 // at a fixed global batch split over the ranks, for 2 x 1 thread vs 1 x 2 threads:
 //   RESULT bench=dist.step model=<m> world=P threads=<t> global_batch=<g> ms=<median>
@@ -101,6 +107,7 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
     std::unique_ptr<dist::DistributedDataParallel> ddp;
     std::vector<double> samples;
     std::vector<double> finish_samples;  // the part in finish(): communication not hidden
+    std::vector<double> done_samples;    // buckets whose all-reduce completed before finish()
   };
   auto make = [&](bool comm_thread) {
     manual_seed(0);
@@ -111,6 +118,7 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
         dist::DataParallelOptions{.bucket_bytes = bucket_bytes, .comm_thread = comm_thread});
     return s;
   };
+  const double base_rss_mb = bench::peak_rss_mb();
   Setup local = make(true), threaded = make(true), polled = make(false);
   Generator gen(static_cast<uint64_t>(1 + dist::rank()));
   const Tensor tokens = randint(0, c.vocab, {c.batch, c.seq}, gen);
@@ -122,8 +130,10 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
     dist::barrier();
     const auto t0 = std::chrono::steady_clock::now();
     double finish_ms = 0;
+    double done = 0;
     if (sync) {
       loss.backward();
+      done = static_cast<double>(s.ddp->bucket_progress().completed);
       const auto t1 = std::chrono::steady_clock::now();
       s.ddp->finish();
       finish_ms =
@@ -137,6 +147,7 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
     if (keep) {
       s.samples.push_back(ms);
       s.finish_samples.push_back(finish_ms);
+      s.done_samples.push_back(done);
     }
   };
   for (int i = 0; i < opt.warmup + opt.reps; ++i) {
@@ -154,16 +165,30 @@ void bench_overlap(const bench::Options& opt, int64_t bucket_bytes) {
   Tensor all_grads = zeros({local.model->num_parameters()});
   const double comm_ms =
       median_ms(opt, [&] { dist::all_reduce_(all_grads, dist::ReduceOp::Mean); });
-  if (dist::rank() == 0)
-    fmt::print(
-        "RESULT bench=dist.overlap world={} per_rank_batch={} params={} buckets={} "
-        "comm_thread={} backward_ms={:.4g} ddp_backward_ms={:.4g} comm_ms={:.4g} "
-        "hidden_frac={:.3f} finish_ms={:.4g} polled_ddp_backward_ms={:.4g} "
-        "polled_hidden_frac={:.3f} polled_finish_ms={:.4g}\n",
-        world, c.batch, local.model->num_parameters(), threaded.ddp->buckets().size(),
-        threaded.ddp->uses_comm_thread() ? 1 : 0, backward_ms, ddp_ms, comm_ms,
-        (backward_ms + comm_ms - ddp_ms) / comm_ms, median(threaded.finish_samples), polled_ms,
-        (backward_ms + comm_ms - polled_ms) / comm_ms, median(polled.finish_samples));
+  if (dist::rank() != 0) return;
+  fmt::print(
+      "RESULT bench=dist.overlap world={} per_rank_batch={} params={} buckets={} "
+      "comm_thread={} backward_ms={:.4g} ddp_backward_ms={:.4g} comm_ms={:.4g} "
+      "hidden_frac={:.3f} finish_ms={:.4g} polled_ddp_backward_ms={:.4g} "
+      "polled_hidden_frac={:.3f} polled_finish_ms={:.4g} done_before_finish={:.0f} "
+      "polled_done_before_finish={:.0f}\n",
+      world, c.batch, local.model->num_parameters(), threaded.ddp->buckets().size(),
+      threaded.ddp->uses_comm_thread() ? 1 : 0, backward_ms, ddp_ms, comm_ms,
+      (backward_ms + comm_ms - ddp_ms) / comm_ms, median(threaded.finish_samples), polled_ms,
+      (backward_ms + comm_ms - polled_ms) / comm_ms, median(polled.finish_samples),
+      median(threaded.done_samples), median(polled.done_samples));
+  // For bench/run.py, beside bench/py/dist.py: the DDP backward in the mode DDP picks here.
+  const bool by_default = dist::comm_thread_by_default();
+  const Setup& chosen = by_default ? threaded : polled;
+  const double chosen_ms = by_default ? ddp_ms : polled_ms;
+  bench::Timing t = bench::summarize(chosen.samples);
+  bench::report(
+      t, base_rss_mb,
+      {{"backward_ms", fmt::format("{:.4g}", backward_ms)},
+       {"comm_ms", fmt::format("{:.4g}", comm_ms)},
+       {"hidden_frac", fmt::format("{:.3f}", (backward_ms + comm_ms - chosen_ms) / comm_ms)},
+       {"comm_thread", by_default ? "1" : "0"},
+       {"world", std::to_string(world)}});
 }
 
 template <class M>

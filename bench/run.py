@@ -45,6 +45,9 @@ class Bench:
     others: dict = field(default_factory=dict)  # label -> another C++ program + arguments
     warmup: int = 0  # > 0: this bench's own --warmup / --reps (runs that take seconds)
     reps: int = 0
+    # > 0: both sides run under `mpirun -np <ranks>`, each rank on --threads / ranks threads
+    ranks: int = 0
+    fields: tuple = ()  # MEASURE fields copied into the RESULT line as <label>_<field>
 
 
 # (M, K, N) or (batch, M, K, N) products, as the models call them.
@@ -115,6 +118,11 @@ def benches():
     # sides; torch's cache is the twin's hand-written one). A generation takes seconds, so those
     # run 1 warm-up and 5 timed generations. Cache speed-up: recompute nabla_ms / cached nabla_ms.
     out.append(Bench("gpt_train", ["bench_gpt", "--mode", "train"], ["gpt.py", "--mode", "train"]))
+    # DDP on 2 ranks (bench/dist.cpp --part overlap, bench/py/dist.py: torch DDP over gloo): the
+    # DDP backward of encoder_small, and how much of the all-reduce it hid (docs/distributed.md).
+    out.append(Bench("dist_overlap", ["bench_dist", "--part", "overlap"],
+                     ["dist.py", "--part", "overlap"], warmup=3, reps=20, ranks=2,
+                     fields=("backward_ms", "comm_ms", "hidden_frac")))
     for cache, name in [("on", "cached"), ("off", "recompute")]:
         args = ["--mode", "generate", "--cache", cache]
         out.append(Bench(f"gpt_generate.{name}", ["bench_gpt", *args], ["gpt.py", *args],
@@ -129,8 +137,10 @@ class Runner:
         self.failures = 0
         self.retries = 0
         self.bench = None  # the Bench being measured (its own warmup / reps)
+        # OMPI_ALLOW_RUN_AS_ROOT*: mpirun (the ranks > 0 benches) also runs as root (containers).
         self.env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-                        MKL_NUM_THREADS=str(args.threads))
+                        MKL_NUM_THREADS=str(args.threads), OMPI_ALLOW_RUN_AS_ROOT="1",
+                        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
     def emit(self, line=""):
         print(line, flush=True)
@@ -140,11 +150,19 @@ class Runner:
         warmup, reps = self.args.warmup, self.args.reps
         if self.bench is not None and self.bench.reps:  # never more than asked (--smoke)
             warmup, reps = min(warmup, self.bench.warmup), min(reps, self.bench.reps)
-        common = ["--threads", str(self.args.threads), "--warmup", str(warmup),
+        common = ["--threads", str(self.threads_per_rank()), "--warmup", str(warmup),
                   "--reps", str(reps)]
+        launcher = []
+        if self.bench is not None and self.bench.ranks:
+            launcher = [self.args.mpirun, "-np", str(self.bench.ranks), "--oversubscribe",
+                        "-x", f"OMP_NUM_THREADS={self.threads_per_rank()}"]
         if framework == "torch":
-            return [self.args.python, str(PY_DIR / argv[0]), *argv[1:], *common]
-        return [str(self.args.build_dir / "bench" / argv[0]), *argv[1:], *common]
+            return [*launcher, self.args.python, str(PY_DIR / argv[0]), *argv[1:], *common]
+        return [*launcher, str(self.args.build_dir / "bench" / argv[0]), *argv[1:], *common]
+
+    def threads_per_rank(self):
+        ranks = self.bench.ranks if self.bench is not None and self.bench.ranks else 1
+        return max(1, self.args.threads // ranks)
 
     def run(self, cmd):
         """Runs one process until it ran undisturbed (see interference()), at most --max-tries
@@ -188,7 +206,7 @@ class Runner:
                 return None
             fields = dict(kv.split("=", 1) for kv in m.group(1).split())
             fields["interference"] = noise
-            if int(fields["threads"]) != self.args.threads:
+            if int(fields["threads"]) != self.threads_per_rank():
                 self.fail(self.command(framework, argv), f"ran on {fields['threads']} threads")
                 return None
             if best is None or float(fields["ms"]) < float(best["ms"]):
@@ -243,6 +261,10 @@ def result_fields(bench, measures, peak):
             f[f"{label}_rss_mb"] = m["rss_mb"]
     for label, m in measures.items():
         f[f"{label}_rss_base_mb"] = m["base_rss_mb"]
+    for label, m in measures.items():
+        for k in bench.fields:
+            if k in m:
+                f[f"{label}_{k}"] = m[k]
     for label, m in measures.items():
         if "extra_mb" in m:
             f[f"{label}_extra_mb"] = m["extra_mb"]
@@ -320,6 +342,7 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-dir", type=Path, default=ROOT / "build" / "release")
     p.add_argument("--python", default="/usr/bin/python3", help="interpreter with torch")
+    p.add_argument("--mpirun", default="mpirun", help="launcher of the benches with ranks")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=30)

@@ -47,6 +47,16 @@ void CommThread::wait_all() {
   if (error_) std::rethrow_exception(error_);
 }
 
+size_t CommThread::submitted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return submitted_;
+}
+
+size_t CommThread::completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
 void CommThread::run() {
   std::vector<Work> in_flight;
   int idle_polls = 0;
@@ -71,6 +81,7 @@ void CommThread::run() {
         if (!error) error = std::current_exception();
         ++finished;
       }
+      started_.fetch_add(1, std::memory_order_release);
     }
     std::vector<Work> unfinished;
     for (Work& work : in_flight) {

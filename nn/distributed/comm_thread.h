@@ -3,6 +3,7 @@
 // background thread; PyTorch's ProcessGroup work threads). docs/distributed.md, "The
 // communication thread".
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
@@ -30,14 +31,21 @@ class CommThread {
   // met (it stays: later calls rethrow it too).
   void wait_all();
 
+  // Counts since construction, readable from any thread (DDP's bucket_progress()): collectives
+  // handed over, started on the thread (MPI's non-blocking call issued), and completed.
+  size_t submitted() const;
+  size_t started() const { return started_.load(std::memory_order_acquire); }
+  size_t completed() const;
+
  private:
   void run();
 
-  std::mutex mutex_;
   std::condition_variable wake_;  // the thread: new work or stop
   std::condition_variable idle_;  // wait_all: everything done
+  mutable std::mutex mutex_;
   std::vector<std::function<Work()>> queue_;
   size_t submitted_ = 0;
+  std::atomic<size_t> started_{0};
   size_t completed_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;

@@ -10,6 +10,7 @@
 // the communication thread (comm_thread.h), the hooks only hand it over.
 #include "nabla/nn/distributed/data_parallel.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -52,6 +53,7 @@ struct DistributedDataParallel::State {
   bool syncing = false;    // a synchronised backward has begun and finish() has not run
   size_t next_bucket = 0;  // buckets start strictly in index order
   std::unique_ptr<detail::CommThread> comm;  // null: the hooks start the buckets themselves
+  size_t comm_base = 0;  // comm->submitted() before this backward's first bucket
 
   Tensor slot(const Param& p) const {
     return buckets[p.bucket].flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
@@ -75,12 +77,31 @@ struct DistributedDataParallel::State {
         bucket.params.size(), dtype_name(bucket.dtype), params[bucket.params.front()].name);
     const bool ordered = rank_order(bucket.dtype);
     if (comm) {
+      if (b == 0) comm_base = comm->submitted();
       comm->submit([flat = bucket.flat, ordered, what = std::move(what)] {
         return detail::all_reduce_flat_async(flat, ReduceOp::Mean, ordered, what);
       });
     } else {
       bucket.work = detail::all_reduce_flat_async(bucket.flat, ReduceOp::Mean, ordered, what);
     }
+  }
+
+  BucketProgress progress_so_far() const {
+    BucketProgress out;
+    out.launched = next_bucket;
+    if (next_bucket == 0) return out;
+    if (comm) {
+      // A bucket of this backward is one submitted after comm_base; earlier ones all completed.
+      auto since = [&](size_t count) {
+        return std::min(count - std::min(count, comm_base), out.launched);
+      };
+      out.started = since(comm->started());
+      out.completed = since(comm->completed());
+    } else {
+      out.started = next_bucket;
+      for (size_t b = 0; b < next_bucket; ++b) out.completed += buckets[b].work.done() ? 1 : 0;
+    }
+    return out;
   }
 
   // Lets MPI progress the buckets in flight (non-blocking collectives advance inside MPI calls).
@@ -345,6 +366,10 @@ bool DistributedDataParallel::sync_pending() const { return state_->syncing; }
 void DistributedDataParallel::broadcast_buffers() { state_->sync_buffers(); }
 
 bool DistributedDataParallel::uses_comm_thread() const { return state_->comm != nullptr; }
+
+DistributedDataParallel::BucketProgress DistributedDataParallel::bucket_progress() const {
+  return state_->progress_so_far();
+}
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
     : ddp_(ddp), prev_(ddp.state_->no_sync) {

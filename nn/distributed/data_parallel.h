@@ -107,6 +107,17 @@ class DistributedDataParallel {
   };
   std::vector<BucketInfo> buckets() const;
 
+  // How far this backward's buckets have got, in bucket index order; all 0 before its first
+  // gradient and after finish(). For tests and diagnostics: a gradient hook on the first layer
+  // (whose gradient comes last) that sees launched > 0 shows communication began during backward
+  // (tests/dist/test_data_parallel.cpp). Read it on the thread that runs backward.
+  struct BucketProgress {
+    size_t launched = 0;   // handed over: to MPI by a hook, or to the communication thread
+    size_t started = 0;    // MPI's non-blocking call issued (polling: = launched)
+    size_t completed = 0;  // all-reduce done, seen by an MPI_Test (the thread's or a hook's)
+  };
+  BucketProgress bucket_progress() const;
+
   struct State;  // the reducer, shared with the gradient hooks (they hold it weakly)
 
  private:

@@ -1,11 +1,15 @@
 // DistributedDataParallel between the ranks mpirun started: start-up broadcast and model check,
 // buckets, mean gradients (float64 bitwise against the ranks' gradients summed here in rank order;
-// with and without the communication thread), no_sync accumulation, unused parameters, buffer
-// broadcast, the communication thread's errors, misuse.
+// with and without the communication thread), buckets launched during backward (the overlap
+// mechanism), no_sync accumulation, unused parameters, buffer broadcast, the communication
+// thread's errors, misuse.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "nabla/core/cpu_load.h"
 #include "nabla/core/parallel.h"
@@ -117,6 +121,94 @@ TEST_CASE("DistributedDataParallel: buckets follow reverse registration order an
   REQUIRE(buckets.size() == 2);
   CHECK(buckets[0].parameters == std::vector<std::string>{"2.bias", "2.weight"});
   CHECK(buckets[1].parameters == std::vector<std::string>{"0.bias", "0.weight"});
+}
+
+namespace {
+
+// Linear-Tanh x3 then Linear, float32: with bucket_bytes = 1 every parameter is a bucket of its
+// own (8), and the first layer's two gradients are the last backward produces.
+std::shared_ptr<nn::Sequential> make_deep_mlp() {
+  manual_seed(13);
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(8, 8), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(8, 8), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(8, 2));
+}
+
+bool in_first_layer(const std::string& name) { return name.rfind("0.", 0) == 0; }
+
+// One forward: each parameter's gradient arrives in one piece, in layer order from the last.
+Tensor one_pass_loss(nn::Sequential& m, int step) {
+  const Tensor y = m(batch_of(dist::rank(), step, kFloat32));
+  return sum(mul(y, y));
+}
+
+}  // namespace
+
+// Issue 24's mechanism, independent of timing: while backward is still inside the first layer,
+// the buckets of the later layers have already been handed to MPI (polling) or to the
+// communication thread, which completes an all-reduce while backward waits in the hook. Buckets
+// started only by finish() would show launched == 0 here.
+TEST_CASE("DistributedDataParallel: buckets are launched during backward, before its last gradient",
+          "[ddp]") {
+  for (const bool comm_thread : {true, false}) {
+    INFO("comm_thread " << comm_thread);
+    auto model = make_deep_mlp();
+    dist::DistributedDataParallel* ddp_seen_by_hook = nullptr;
+    std::optional<dist::DistributedDataParallel::BucketProgress> seen;
+    // Registered before DDP's own hooks, so it runs before DDP marks a first-layer gradient ready.
+    auto observe = [&](const Tensor&) {
+      if (seen || !ddp_seen_by_hook) return Tensor();
+      seen = ddp_seen_by_hook->bucket_progress();
+      if (comm_thread && seen->launched > 0) {
+        // The thread finishes bucket 0 on its own while this (the backward's) thread waits.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (seen->completed == 0 && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          seen = ddp_seen_by_hook->bucket_progress();
+        }
+      }
+      return Tensor();
+    };
+    for (const auto& [name, t] : model->named_parameters())
+      if (in_first_layer(name)) t.register_hook(observe);
+    dist::DistributedDataParallel ddp(model, {.bucket_bytes = 1, .comm_thread = comm_thread});
+    ddp_seen_by_hook = &ddp;
+    REQUIRE(ddp.uses_comm_thread() == comm_thread);
+    size_t later_layers = 0;  // the buckets before the first layer's
+    for (const auto& bucket : ddp.buckets()) {
+      REQUIRE(bucket.parameters.size() == 1);
+      if (!in_first_layer(bucket.parameters.front())) ++later_layers;
+    }
+    REQUIRE(ddp.buckets().size() == 8);
+    REQUIRE(later_layers == 6);
+    for (int step = 0; step < 2; ++step) {
+      seen.reset();
+      ddp.backward(one_pass_loss(*model, step));
+      REQUIRE(seen.has_value());
+      CHECK(seen->launched == later_layers);
+      if (comm_thread) {
+        CHECK(seen->started >= 1);
+        CHECK(seen->completed >= 1);
+      } else {
+        CHECK(seen->started == later_layers);  // the hooks called MPI themselves
+      }
+      CHECK(seen->completed <= seen->started);
+      CHECK(seen->started <= seen->launched);
+      const auto after = ddp.bucket_progress();  // finish() ran: the next backward starts at 0
+      CHECK(after.launched + after.started + after.completed == 0);
+    }
+    // Control: inside no_sync nothing is launched.
+    seen.reset();
+    {
+      auto scope = ddp.no_sync();
+      one_pass_loss(*model, 2).backward();
+    }
+    REQUIRE(seen.has_value());
+    CHECK(seen->launched == 0);
+    ddp_seen_by_hook = nullptr;
+  }
 }
 
 TEST_CASE("DistributedDataParallel: no_sync accumulates locally, the next backward averages",
