@@ -22,6 +22,7 @@
 #include "nabla/ops/compare.h"
 #include "nabla/ops/kernels/onednn.h"
 #include "nabla/ops/linalg.h"
+#include "nabla/ops/pointwise.h"
 #include "nabla/ops/unary.h"
 
 namespace nabla::autocast {
@@ -133,14 +134,14 @@ struct AutocastMatmulBackward final : Node {
 // The activation after an autocast linear, saving less than relu/gelu would (their float32
 // output or input): ReLU keeps a bool mask (z > 0), GELU its input rounded to bf16 (the
 // derivative at the rounded z, within the bf16 tolerance of the autocast product before it).
-//   backward:  grad_z = grad * mask  or  gelu'(z16) grad
+//   backward:  grad_z = grad where mask, else 0  or  gelu'(z16) grad
 struct AutocastActivationBackward final : Node {
   SavedTensor saved{this, "saved"};  // mask (ReLU) or z16 (GELU)
   LinearActivation act;
   explicit AutocastActivationBackward(LinearActivation a) : act(a) {}
   std::vector<Tensor> backward(const Tensor& grad) override {
     const Tensor s = saved.get();
-    if (act == LinearActivation::ReLU) return {mul(grad, s.to(grad.dtype()))};
+    if (act == LinearActivation::ReLU) return {where(s, grad, 0.0)};
     return {gelu_backward(
         grad, s.to(kFloat32),
         act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh)};

@@ -22,8 +22,19 @@ Tensor compare_as(const char* op, const Tensor& a, const Tensor& b, F&& f) {
   strided_for_each<3>(
       y.shape(), st, 1,
       [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {
-        for (int64_t i = 0; i < n; ++i)
-          yp[o[0] + i * s[0]] = f(ap[o[1] + i * s[1]], bp[o[2] + i * s[2]]);
+        bool* yo = yp + o[0];
+        const T* ao = ap + o[1];
+        const T* bo = bp + o[2];
+        // Unit strides, and a scalar b (a mask like x > 0), as their own loops: the compiler
+        // vectorises them, not the general one.
+        if (s[0] == 1 && s[1] == 1 && s[2] == 0) {
+          const T bv = *bo;
+          for (int64_t i = 0; i < n; ++i) yo[i] = f(ao[i], bv);
+        } else if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+          for (int64_t i = 0; i < n; ++i) yo[i] = f(ao[i], bo[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) yo[i * s[0]] = f(ao[i * s[1]], bo[i * s[2]]);
+        }
       });
   return y;
 }

@@ -347,8 +347,19 @@ Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
           const bool* co = cp + o[1];
           const T* ao = ap + o[2];
           const T* bo = bp + o[3];
-          if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {  // contiguous: vectorisable
-            for (int64_t i = 0; i < n; ++i) yo[i] = co[i] ? ao[i] : bo[i];
+          // Contiguous, or one side a scalar (where(c, grad, 0) in backward), read as bytes:
+          // GCC 12 vectorises the choice on unsigned char and not on bool (on bool it branches,
+          // and a random mask mispredicts half the time: 0.85 ms for a (900, 512) float).
+          const auto* cb = reinterpret_cast<const unsigned char*>(co);
+          const bool unit = s[0] == 1 && s[1] == 1;
+          if (unit && s[2] == 1 && s[3] == 1) {
+            for (int64_t i = 0; i < n; ++i) yo[i] = cb[i] ? ao[i] : bo[i];
+          } else if (unit && s[2] == 1 && s[3] == 0) {
+            const T z = *bo;
+            for (int64_t i = 0; i < n; ++i) yo[i] = cb[i] ? ao[i] : z;
+          } else if (unit && s[2] == 0 && s[3] == 1) {
+            const T x = *ao;
+            for (int64_t i = 0; i < n; ++i) yo[i] = cb[i] ? x : bo[i];
           } else {
             for (int64_t i = 0; i < n; ++i)
               yo[i * s[0]] = co[i * s[1]] ? ao[i * s[2]] : bo[i * s[3]];

@@ -8,6 +8,7 @@
 #include "nabla/ops/arithmetic.h"
 #include "nabla/ops/compare.h"
 #include "nabla/ops/kernel_helpers.h"
+#include "nabla/ops/pointwise.h"
 #include "nabla/ops/reduced_float.h"
 
 namespace nabla {
@@ -188,12 +189,12 @@ Tensor sigmoid(const Tensor& x) {
 // ----------------------------------------------------------------------------
 // relu
 //   forward:   y = max(x, 0)
-//   backward:  grad_x = grad * (y > 0)      saves the output y
+//   backward:  grad_x = grad where y > 0, else 0 (PyTorch's threshold_backward: a NaN or inf
+//              gradient where y = 0 gives 0, not NaN)      saves the output y
 struct ReluBackward final : Node {
   SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
-    Tensor yv = y.get();
-    return {mul(grad, gt(yv, 0.0).to(yv.dtype()))};
+    return {where(gt(y.get(), 0.0), grad, 0.0)};
   }
   const char* name() const override { return "ReluBackward"; }
 };

@@ -204,6 +204,55 @@ TEST_CASE("where values and errors", "[ops]") {
   CHECK(!where(cond, a.detach(), 0.0).requires_grad());
 }
 
+TEST_CASE("where and gt on long runs match an element-by-element reference", "[ops]") {
+  // Runs long enough for the unit-stride loops (a scalar on either side, or none) and for
+  // several threads; random masks, every element checked, several dtypes.
+  manual_seed(7);
+  const int64_t n = 70001;
+  Tensor x = randn({n});
+  Tensor cond = gt(x, 0.0);
+  const std::vector<float> xs = x.to_vector<float>();
+  auto ints = [](const Tensor& t) { return t.to(kInt64).to_vector<int64_t>(); };
+  std::vector<int64_t> cs;
+  for (float f : xs) cs.push_back(f > 0);
+  CHECK(ints(cond) == cs);
+  Tensor strided = x.reshape({n, 1}).expand({n, 2}).select(1, 1);  // a non-unit path
+  CHECK(ints(gt(strided, 0.0)) == cs);
+  for (DType dt : {kFloat32, kFloat64, kInt64, kBFloat16}) {
+    Tensor a = x.to(dt), b = mul(x, -2.0).to(dt);
+    const std::vector<double> av = a.to(kFloat64).to_vector<double>();
+    const std::vector<double> bv = b.to(kFloat64).to_vector<double>();
+    const std::vector<double> both = where(cond, a, b).to(kFloat64).to_vector<double>();
+    const std::vector<double> left = where(cond, a, 5.0).to(kFloat64).to_vector<double>();
+    const std::vector<double> right = where(cond, -3.0, b).to(kFloat64).to_vector<double>();
+    int64_t wrong = 0;
+    for (size_t i = 0; i < cs.size(); ++i) {
+      wrong += both[i] != (cs[i] ? av[i] : bv[i]);
+      wrong += left[i] != (cs[i] ? av[i] : 5.0);
+      wrong += right[i] != (cs[i] ? -3.0 : bv[i]);
+    }
+    CHECK(wrong == 0);
+  }
+  // A bool tensor chosen from: one byte per element on both sides.
+  Tensor flags = lt(x, 0.5);
+  const std::vector<int64_t> fs = ints(flags);
+  const std::vector<int64_t> picked = ints(where(cond, flags, scalar_tensor(1.0, kBool)));
+  int64_t wrong = 0;
+  for (size_t i = 0; i < cs.size(); ++i) wrong += picked[i] != (cs[i] ? fs[i] : 1);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("relu's backward gives 0 where the output is 0, even for a NaN gradient", "[ops]") {
+  // PyTorch's threshold_backward: where(y > 0, grad, 0), not grad * mask (NaN * 0 = NaN).
+  Tensor x = tensor({-1.0, 2.0, 0.0}).requires_grad_();
+  Tensor y = relu(x);
+  y.backward(tensor({std::nan(""), std::nan(""), 1.0}));
+  const std::vector<float> g = x.grad().to_vector<float>();
+  CHECK(g[0] == 0.0f);
+  CHECK(std::isnan(g[1]));
+  CHECK(g[2] == 0.0f);
+}
+
 TEST_CASE("masked_fill passes gradcheck and gradgradcheck", "[ops]") {
   uint64_t seed = 200;
   for (const Tensor& x : unary_inputs(false)) {
