@@ -33,6 +33,17 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
                 return;
               }
             }
+            if (inc[0] == 1 && inc[1] == 1) {  // a conversion in its own loop, to vectorise
+              if constexpr (std::is_same_v<S, bool>) {
+                // GCC 12 does not vectorise loads of bool; the same bytes as unsigned char it
+                // does (a bool mask to float: 0.17 -> ~0.02 ms for 460K elements, Zen 4).
+                const auto* bytes = reinterpret_cast<const unsigned char*>(sp);
+                for (int64_t i = 0; i < n; ++i) dp[i] = static_cast<D>(bytes[i] != 0);
+              } else {
+                for (int64_t i = 0; i < n; ++i) dp[i] = static_cast<D>(sp[i]);
+              }
+              return;
+            }
             for (int64_t i = 0; i < n; ++i) dp[i * inc[0]] = static_cast<D>(sp[i * inc[1]]);
           });
     });

