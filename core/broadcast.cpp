@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "nabla/core/autograd.h"
 #include "nabla/core/copy.h"
 #include "nabla/core/parallel.h"
 #include "nabla/core/strided_loop.h"
+#include "nabla/core/sum_lanes.h"
 
 namespace nabla {
 
@@ -34,6 +36,22 @@ void sum_leading_rows(const T* x, T* out, int64_t rows, int64_t cols) {
   });
 }
 
+// Every element of a contiguous x, in float64: blocks of a fixed size summed in parallel, then
+// their sums in order, so the result does not depend on the thread count.
+template <class T>
+double sum_all(const T* x, int64_t n) {
+  constexpr int64_t kBlock = int64_t{1} << 14;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks));
+  parallel_for(blocks, kBlock, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t begin = k * kBlock;
+      partial[static_cast<size_t>(k)] = sum_lanes<double>(x + begin, std::min(kBlock, n - begin));
+    }
+  });
+  return sum_lanes<double>(partial.data(), blocks);
+}
+
 // True when x is contiguous and keepdim_shape reduces exactly its leading dims.
 bool reduces_leading_dims(const Tensor& x, const Shape& keepdim_shape) {
   if (!x.is_contiguous()) return false;
@@ -53,6 +71,16 @@ Tensor sum_to_kernel(const Tensor& x, const Shape& keepdim_shape) {
     Tensor sum = sum_to_kernel(wide, keepdim_shape);
     Tensor out = empty(keepdim_shape, x.dtype());
     copy_kernel(out, sum);
+    return out;
+  }
+  if (x.numel() > 0 && x.is_contiguous() && shape_numel(keepdim_shape) == 1 &&
+      (x.dtype() == kFloat32 || x.dtype() == kFloat64)) {
+    Tensor out = empty(keepdim_shape, x.dtype());
+    if (x.dtype() == kFloat32) {
+      out.data_ptr<float>()[0] = static_cast<float>(sum_all(x.data_ptr<float>(), x.numel()));
+    } else {
+      out.data_ptr<double>()[0] = sum_all(x.data_ptr<double>(), x.numel());
+    }
     return out;
   }
   if (x.numel() > 0 && reduces_leading_dims(x, keepdim_shape) &&
@@ -102,7 +130,11 @@ Tensor sum_to_kernel(const Tensor& x, const Shape& keepdim_shape) {
               red_shape, {red_strides}, 0,
               [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& inc) {
                 const T* p = xp + base + off[0];
-                for (int64_t i = 0; i < n; ++i) acc += p[i * inc[0]];
+                if (inc[0] == 1) {
+                  acc += sum_lanes<Acc>(p, n);
+                } else {
+                  for (int64_t i = 0; i < n; ++i) acc += p[i * inc[0]];
+                }
               });
         }
         op[o] = static_cast<T>(acc);

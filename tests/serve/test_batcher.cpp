@@ -43,6 +43,7 @@ class RecordingAdapter : public ModelAdapter {
   const std::vector<std::string>& labels() const override { return labels_; }
   int64_t length(const Input& in) const override { return static_cast<int64_t>(in.tokens.size()); }
   std::vector<Prediction> predict(const std::vector<const Input*>& batch) override {
+    ++calls_started;
     while (hold.load()) std::this_thread::sleep_for(1ms);
     std::vector<int64_t> lengths;
     std::vector<Prediction> out;
@@ -58,6 +59,7 @@ class RecordingAdapter : public ModelAdapter {
   }
   std::string describe() const override { return "recording"; }
   std::atomic<bool> hold{false};
+  std::atomic<int> calls_started{0};
   std::mutex mu;
   std::vector<std::vector<int64_t>> batches;
 
@@ -225,8 +227,19 @@ TEST_CASE("batcher: a full queue refuses, cancelled requests are skipped, stop d
   RecordingAdapter model;
   model.hold = true;
   Batcher batcher(model, {.max_batch = 8, .max_wait_ms = 0, .max_queue = 3});
+  // Declared after the batcher, so destroyed first: a failed REQUIRE releases the worker
+  // before ~Batcher waits for it (else the test hangs instead of failing).
+  struct Release {
+    std::atomic<bool>& hold;
+    ~Release() { hold = false; }
+  } release{model.hold};
   auto first = batcher.submit(text_input("a"));
-  std::this_thread::sleep_for(50ms);  // taken by the worker: the queue is empty again
+  // Wait until the worker holds `first` (the queue is empty again); a fixed sleep was too
+  // short on a loaded machine.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (model.calls_started.load() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(model.calls_started.load() == 1);
   auto a = batcher.submit(text_input("bb"));
   auto b = batcher.submit(text_input("ccc"));
   auto c = batcher.submit(text_input("dddd"));
