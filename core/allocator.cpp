@@ -9,6 +9,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <new>
 #include <string>
@@ -81,13 +82,47 @@ struct FreeBlock {
   uint64_t freed_at;  // the allocation clock (bytes allocated so far) when it was freed
 };
 
+// A miss in its class takes the smallest free block of at most this many times the class: a
+// forward's 1-4 MB buffers are live at different times, and exact-class reuse alone held 17 MB
+// of blocks for 10 MB of live tensors in encoder_infer (docs/perf.md, "weights packed once").
+constexpr size_t kMaxFitRatio = 2;
+
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<FreeBlock>> free_blocks;  // size class -> oldest first
+  std::map<size_t, std::vector<FreeBlock>> free_blocks;  // block bytes -> oldest first
+  // Live blocks larger than their request's size class -> their bytes (deallocate() is given
+  // the request): the block is freed and cached with its own size.
+  std::unordered_map<void*, size_t> fitted;
   AllocatorStats stats;
   size_t limit = default_limit();
   uint64_t clock = 0;  // bytes allocated so far
   uint64_t requests = 0;
+
+  // The most recently freed block of the smallest cached size in [bytes, kMaxFitRatio * bytes],
+  // or null; the caller holds the mutex.
+  void* take_cached(size_t bytes) {
+    auto it = free_blocks.lower_bound(bytes);
+    while (it != free_blocks.end() && it->first <= kMaxFitRatio * bytes && it->second.empty()) ++it;
+    if (it == free_blocks.end() || it->first > kMaxFitRatio * bytes) return nullptr;
+    const size_t block = it->first;
+    void* p = it->second.back().ptr;  // the most recently freed: likely still in cache
+    if (block != bytes) {
+      try {
+        fitted.emplace(p, block);
+      } catch (const std::bad_alloc&) {
+        return nullptr;  // the system's block instead, never std::bad_alloc
+      }
+      stats.fit_extra_bytes += block - bytes;
+      ++stats.fit_hits;
+    }
+    it->second.pop_back();
+    stats.cached_bytes -= block;
+    stats.allocated_bytes += bytes;
+    stats.peak_allocated_bytes = std::max(stats.peak_allocated_bytes, stats.allocated_bytes);
+    ++stats.hits;
+    NABLA_UNPOISON(p, bytes);  // past the class stays poisoned: an overflow is still reported
+    return p;
+  }
 
   // Frees the cached blocks idle for longer than max_idle; the caller holds the mutex.
   void release_idle(uint64_t max_idle) {
@@ -249,7 +284,32 @@ void note_peak() {
   }
 }
 
-void* allocate_large(size_t bytes);
+void* allocate_large(size_t bytes) {
+  Cache& c = cache();
+  {
+    std::lock_guard lock(c.mutex);
+    c.clock += bytes;
+    if (++c.requests % kSweepEvery == 0) c.release_idle(2 * c.stats.peak_allocated_bytes);
+    if (void* p = c.take_cached(bytes)) return p;
+  }
+  void* p = system_alloc_large(bytes);
+  if (!p) {
+    // Memory may be sitting in the cache: give it back and try once more.
+    {
+      std::lock_guard lock(c.mutex);
+      c.release_all();
+    }
+    p = system_alloc_large(bytes);
+    if (!p)
+      throw OutOfMemoryError(fmt::format(
+          "allocator: the system refused {} bytes, even after the cache was freed", bytes));
+  }
+  std::lock_guard lock(c.mutex);
+  c.stats.allocated_bytes += bytes;
+  c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
+  ++c.stats.misses;
+  return p;
+}
 
 }  // namespace
 
@@ -285,51 +345,9 @@ void* allocate(size_t nbytes) {
   return p;
 }
 
-namespace {
-
-void* allocate_large(size_t bytes) {
-  Cache& c = cache();
-  {
-    std::lock_guard lock(c.mutex);
-    c.clock += bytes;
-    if (++c.requests % kSweepEvery == 0) c.release_idle(2 * c.stats.peak_allocated_bytes);
-    auto it = c.free_blocks.find(bytes);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back().ptr;  // the most recently freed: likely still in cache
-      it->second.pop_back();
-      c.stats.cached_bytes -= bytes;
-      c.stats.allocated_bytes += bytes;
-      c.stats.peak_allocated_bytes =
-          std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
-      ++c.stats.hits;
-      NABLA_UNPOISON(p, bytes);
-      return p;
-    }
-  }
-  void* p = system_alloc_large(bytes);
-  if (!p) {
-    // Memory may be sitting in the cache: give it back and try once more.
-    {
-      std::lock_guard lock(c.mutex);
-      c.release_all();
-    }
-    p = system_alloc_large(bytes);
-    if (!p)
-      throw OutOfMemoryError(fmt::format(
-          "allocator: the system refused {} bytes, even after the cache was freed", bytes));
-  }
-  std::lock_guard lock(c.mutex);
-  c.stats.allocated_bytes += bytes;
-  c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
-  ++c.stats.misses;
-  return p;
-}
-
-}  // namespace
-
 void deallocate(void* ptr, size_t nbytes) {
   if (!ptr) return;
-  const size_t bytes = size_class(nbytes);
+  size_t bytes = size_class(nbytes);
   if (bytes < kMinCachedBlock) {
     deallocate_small(ptr, bytes);
     return;
@@ -337,6 +355,13 @@ void deallocate(void* ptr, size_t nbytes) {
   Cache& c = cache();
   std::lock_guard lock(c.mutex);
   c.stats.allocated_bytes -= bytes;
+  if (!c.fitted.empty()) {
+    if (auto it = c.fitted.find(ptr); it != c.fitted.end()) {
+      c.stats.fit_extra_bytes -= it->second - bytes;
+      bytes = it->second;  // the block's own size, to cache or unmap
+      c.fitted.erase(it);
+    }
+  }
   if (bytes > c.limit || bytes > kMaxCachedBlock) {
     system_free_large(ptr, bytes);
     return;
