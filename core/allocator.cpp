@@ -82,10 +82,16 @@ struct FreeBlock {
   uint64_t freed_at;  // the allocation clock (bytes allocated so far) when it was freed
 };
 
-// A miss in its class takes the smallest free block of at most this many times the class: a
-// forward's 1-4 MB buffers are live at different times, and exact-class reuse alone held 17 MB
-// of blocks for 10 MB of live tensors in encoder_infer (docs/perf.md, "weights packed once").
-constexpr size_t kMaxFitRatio = 2;
+// A miss in its class may take the smallest free block of at most best_fit_ratio() times the
+// class: encoder_infer's 1-4 MB buffers are live at different times, and exact-class reuse held
+// 17 MB of blocks for 10 MB of live tensors (docs/perf.md, "Inference: weights packed once").
+double default_fit_ratio() {
+  if (const char* r = std::getenv("NABLA_BEST_FIT_RATIO")) {
+    const double ratio = std::strtod(r, nullptr);
+    if (ratio >= 1.0 && ratio <= 16.0) return ratio;  // an unreadable value keeps the default
+  }
+  return 1.0;
+}
 
 struct Cache {
   std::mutex mutex;
@@ -95,15 +101,17 @@ struct Cache {
   std::unordered_map<void*, size_t> fitted;
   AllocatorStats stats;
   size_t limit = default_limit();
+  double fit_ratio = default_fit_ratio();
   uint64_t clock = 0;  // bytes allocated so far
   uint64_t requests = 0;
 
-  // The most recently freed block of the smallest cached size in [bytes, kMaxFitRatio * bytes],
-  // or null; the caller holds the mutex.
+  // The most recently freed block of the smallest cached size in [bytes, fit_ratio * bytes], or
+  // null; the caller holds the mutex.
   void* take_cached(size_t bytes) {
+    const auto largest = static_cast<size_t>(fit_ratio * static_cast<double>(bytes));
     auto it = free_blocks.lower_bound(bytes);
-    while (it != free_blocks.end() && it->first <= kMaxFitRatio * bytes && it->second.empty()) ++it;
-    if (it == free_blocks.end() || it->first > kMaxFitRatio * bytes) return nullptr;
+    while (it != free_blocks.end() && it->first <= largest && it->second.empty()) ++it;
+    if (it == free_blocks.end() || it->first > largest) return nullptr;
     const size_t block = it->first;
     void* p = it->second.back().ptr;  // the most recently freed: likely still in cache
     if (block != bytes) {
@@ -403,6 +411,20 @@ size_t cache_limit() {
   Cache& c = cache();
   std::lock_guard lock(c.mutex);
   return c.limit;
+}
+
+void set_best_fit_ratio(double ratio) {
+  if (!(ratio >= 1.0 && ratio <= 16.0))
+    throw ValueError(fmt::format("allocator: best-fit ratio {} is not in [1, 16]", ratio));
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  c.fit_ratio = ratio;
+}
+
+double best_fit_ratio() {
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  return c.fit_ratio;
 }
 
 size_t live_bytes() {

@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -102,11 +103,19 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// Sets the cache limit for one test (the default may come from NABLA_CACHE_LIMIT_MB).
+// Sets the cache limit and the best-fit ratio for one test (the defaults may come from
+// NABLA_CACHE_LIMIT_MB and NABLA_BEST_FIT_RATIO).
 struct CacheLimit {
   size_t old = allocator::cache_limit();
-  explicit CacheLimit(size_t bytes) { allocator::set_cache_limit(bytes); }
-  ~CacheLimit() { allocator::set_cache_limit(old); }
+  double old_ratio = allocator::best_fit_ratio();
+  explicit CacheLimit(size_t bytes, double ratio = 2.0) {
+    allocator::set_cache_limit(bytes);
+    allocator::set_best_fit_ratio(ratio);
+  }
+  ~CacheLimit() {
+    allocator::set_cache_limit(old);
+    allocator::set_best_fit_ratio(old_ratio);
+  }
   CacheLimit(const CacheLimit&) = delete;
   CacheLimit& operator=(const CacheLimit&) = delete;
 };
@@ -168,6 +177,19 @@ TEST_CASE("allocator: a miss takes the smallest free block of at most twice its 
 }
 
 TEST_CASE("allocator: a free block more than twice the request's class is not taken", "[core]") {
+  {
+    CacheLimit exact_only(size_t{1} << 30, 1.0);  // ratio 1: only the request's own class
+    allocator::empty_cache();
+    void* four = allocator::allocate(4 * kMiB);
+    allocator::deallocate(four, 4 * kMiB);
+    const auto before = allocator::stats();
+    void* three = allocator::allocate(3 * kMiB);
+    CHECK(allocator::stats().misses == before.misses + 1);
+    allocator::deallocate(three, 3 * kMiB);
+    CHECK_THROWS_AS(allocator::set_best_fit_ratio(0.5), ValueError);
+    CHECK_THROWS_AS(allocator::set_best_fit_ratio(std::nan("")), ValueError);
+    CHECK(allocator::best_fit_ratio() == 1.0);
+  }
   CacheLimit limit(size_t{1} << 30);
   allocator::empty_cache();
   void* sixteen = allocator::allocate(16 * kMiB);
