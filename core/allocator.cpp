@@ -85,13 +85,13 @@ struct FreeBlock {
 // A miss in its class may take the smallest free block of at most best_fit_ratio() times the
 // class: encoder_infer's 1-4 MB buffers are live at different times, and exact-class reuse held
 // 17 MB of blocks for 10 MB of live tensors (docs/perf.md, "Inference: weights packed once").
-double default_fit_ratio() {
-  if (const char* r = std::getenv("NABLA_BEST_FIT_RATIO")) {
-    const double ratio = std::strtod(r, nullptr);
-    if (ratio >= 1.0 && ratio <= 16.0) return ratio;  // an unreadable value keeps the default
-  }
-  return 1.0;
+bool valid_fit_ratio(double ratio) { return ratio >= 1.0 && ratio <= 16.0; }  // false for NaN
+double default_fit_ratio() {  // an unreadable or out-of-range NABLA_BEST_FIT_RATIO keeps 1
+  const char* r = std::getenv("NABLA_BEST_FIT_RATIO");
+  const double ratio = r ? std::strtod(r, nullptr) : 1.0;
+  return valid_fit_ratio(ratio) ? ratio : 1.0;
 }
+std::atomic<double> fit_ratio{default_fit_ratio()};
 
 struct Cache {
   std::mutex mutex;
@@ -101,14 +101,13 @@ struct Cache {
   std::unordered_map<void*, size_t> fitted;
   AllocatorStats stats;
   size_t limit = default_limit();
-  double fit_ratio = default_fit_ratio();
   uint64_t clock = 0;  // bytes allocated so far
   uint64_t requests = 0;
 
   // The most recently freed block of the smallest cached size in [bytes, fit_ratio * bytes], or
   // null; the caller holds the mutex.
   void* take_cached(size_t bytes) {
-    const auto largest = static_cast<size_t>(fit_ratio * static_cast<double>(bytes));
+    const auto largest = static_cast<size_t>(fit_ratio.load() * static_cast<double>(bytes));
     auto it = free_blocks.lower_bound(bytes);
     while (it != free_blocks.end() && it->first <= largest && it->second.empty()) ++it;
     if (it == free_blocks.end() || it->first > largest) return nullptr;
@@ -414,18 +413,12 @@ size_t cache_limit() {
 }
 
 void set_best_fit_ratio(double ratio) {
-  if (!(ratio >= 1.0 && ratio <= 16.0))
+  if (!valid_fit_ratio(ratio))
     throw ValueError(fmt::format("allocator: best-fit ratio {} is not in [1, 16]", ratio));
-  Cache& c = cache();
-  std::lock_guard lock(c.mutex);
-  c.fit_ratio = ratio;
+  fit_ratio.store(ratio);
 }
 
-double best_fit_ratio() {
-  Cache& c = cache();
-  std::lock_guard lock(c.mutex);
-  return c.fit_ratio;
-}
+double best_fit_ratio() { return fit_ratio.load(); }
 
 size_t live_bytes() {
   int64_t total = orphan_small_live.load(std::memory_order_relaxed);
