@@ -6,18 +6,19 @@
 // Size classes: 64-byte multiples up to 1 KiB, then four classes per power of two (at most 25%
 // rounding waste). Blocks under 16 KiB wait in lock-free per-thread lists (at most 1 MiB per
 // class and thread), each reused by its own class only. Larger ones wait in one shared cache: a
-// request takes a free block of its own class or, with a best-fit ratio r > 1 (set_best_fit_ratio,
-// NABLA_BEST_FIT_RATIO; default 1, off), the smallest free block of at most r times its class
-// (best fit, like PyTorch's CUDA caching allocator, c10/cuda/CUDACachingAllocator.cpp, but never
-// split, so r bounds the waste). Such a block keeps its own size: it is cached and released with
-// it. Off by default because it trades RSS between workloads (docs/perf.md, "Inference: weights
-// packed once"): at 2, encoder_infer and the CNN shrink by 2-3 MB, the ViT and the large encoder
-// grow by 4-9 MB (a parameter, say, placed for good in a float64 temporary's block). Blocks over 32
-// MiB are not cached; a free block not reused while twice the peak live bytes have been allocated
-// goes back to the system; the cache holds at most `cache_limit` bytes (default 1 GiB or
-// NABLA_CACHE_LIMIT_MB; past it, every free block is returned; 0 turns both caches off). Blocks of
-// 128 KiB and more are mapped from the kernel directly (not malloc), so a released one leaves the
-// process. Thread-safe.
+// request takes a free block of its own class or, with a best-fit ratio r > 1
+// (set_best_fit_ratio, NABLA_BEST_FIT_RATIO; default 1, off), the smallest free block of at most
+// r times its class (best fit, like PyTorch's CUDA caching allocator,
+// c10/cuda/CUDACachingAllocator.cpp, but never split, so r bounds the waste). Such a block keeps
+// its own size: it is cached and released with it. Off by default because it trades RSS between
+// workloads (docs/perf.md, "Inference: weights packed once"): at 2, encoder_infer and the CNN
+// shrink by 2-3.5 MB, the ViT and the large encoder grow by 4-10 MB (a parameter, say, placed for
+// good in a freed float64 temporary's block).
+// Blocks over 32 MiB are not cached; a free block not reused while twice the peak live bytes
+// have been allocated goes back to the system; the cache holds at most `cache_limit` bytes
+// (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is returned; 0 turns both
+// caches off). Blocks of 128 KiB and more are mapped from the kernel directly (not malloc), so a
+// released one leaves the process. Thread-safe.
 //
 // Live blocks are counted by the bytes of their request's size class (live_bytes(),
 // allocated_bytes, thread_allocated_bytes(): what a storage asked for, the memory ledger's ground
@@ -27,9 +28,10 @@
 // system are allocated_bytes + fit_extra_bytes + cached_bytes. Each thread keeps its own counters,
 // written only by that thread (a plain load and store, no atomic read-modify-write on the
 // allocation path); a reader sums them. Under AddressSanitizer cached blocks are poisoned, so a use
-// after free is still reported. A request larger than the machine's memory plus swap
-// (max_request()) is refused before it reaches malloc, and every failure is an OutOfMemoryError
-// naming the bytes: never a crash, never std::bad_alloc.
+// after free is still reported (and so are a best-fit block's bytes past the request's class). A
+// request larger than the machine's memory plus swap (max_request()) is refused before it reaches
+// malloc, and every failure is an OutOfMemoryError naming the bytes: never a crash, never
+// std::bad_alloc.
 #pragma once
 #include <cstddef>
 #include <cstdint>
