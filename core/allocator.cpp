@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <new>
 #include <string>
@@ -81,13 +81,54 @@ struct FreeBlock {
   uint64_t freed_at;  // the allocation clock (bytes allocated so far) when it was freed
 };
 
+// A miss in its class may take the smallest free block of at most best_fit_ratio() times the
+// class: encoder_infer's 1-4 MB buffers are live at different times, and exact-class reuse held
+// 17 MB of blocks for 10 MB of live tensors (docs/perf.md, "Inference: weights packed once").
+bool valid_fit_ratio(double ratio) { return ratio >= 1.0 && ratio <= 16.0; }  // false for NaN
+double default_fit_ratio() {  // an unreadable or out-of-range NABLA_BEST_FIT_RATIO keeps 1
+  const char* r = std::getenv("NABLA_BEST_FIT_RATIO");
+  const double ratio = r ? std::strtod(r, nullptr) : 1.0;
+  return valid_fit_ratio(ratio) ? ratio : 1.0;
+}
+std::atomic<double> fit_ratio{default_fit_ratio()};
+
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<FreeBlock>> free_blocks;  // size class -> oldest first
+  std::map<size_t, std::vector<FreeBlock>> free_blocks;  // block bytes -> oldest first
+  // Live blocks larger than their request's size class -> their bytes (deallocate() is given
+  // the request): the block is freed and cached with its own size.
+  std::unordered_map<void*, size_t> fitted;
   AllocatorStats stats;
   size_t limit = default_limit();
   uint64_t clock = 0;  // bytes allocated so far
   uint64_t requests = 0;
+
+  // The most recently freed block of the smallest cached size in [bytes, fit_ratio * bytes], or
+  // null; the caller holds the mutex.
+  void* take_cached(size_t bytes) {
+    const auto largest = static_cast<size_t>(fit_ratio.load() * static_cast<double>(bytes));
+    auto it = free_blocks.lower_bound(bytes);
+    while (it != free_blocks.end() && it->first <= largest && it->second.empty()) ++it;
+    if (it == free_blocks.end() || it->first > largest) return nullptr;
+    const size_t block = it->first;
+    void* p = it->second.back().ptr;  // the most recently freed: likely still in cache
+    if (block != bytes) {
+      try {
+        fitted.emplace(p, block);
+      } catch (const std::bad_alloc&) {
+        return nullptr;  // the system's block instead, never std::bad_alloc
+      }
+      stats.fit_extra_bytes += block - bytes;
+      ++stats.fit_hits;
+    }
+    it->second.pop_back();
+    stats.cached_bytes -= block;
+    stats.allocated_bytes += bytes;
+    stats.peak_allocated_bytes = std::max(stats.peak_allocated_bytes, stats.allocated_bytes);
+    ++stats.hits;
+    NABLA_UNPOISON(p, bytes);  // past the class stays poisoned: an overflow is still reported
+    return p;
+  }
 
   // Frees the cached blocks idle for longer than max_idle; the caller holds the mutex.
   void release_idle(uint64_t max_idle) {
@@ -249,62 +290,13 @@ void note_peak() {
   }
 }
 
-void* allocate_large(size_t bytes);
-
-}  // namespace
-
-size_t max_request() {
-  // Read once: a request above it cannot succeed and, under AddressSanitizer, would abort the
-  // process inside malloc instead of returning null.
-  static const size_t limit = [] {
-    struct sysinfo info {};
-    if (::sysinfo(&info) != 0) return size_t{1} << 48;
-    return (static_cast<size_t>(info.totalram) + info.totalswap) * info.mem_unit;
-  }();
-  return limit;
-}
-
-size_t size_class(size_t nbytes) {
-  if (nbytes <= 1024) return std::max<size_t>(64, (nbytes + 63) / 64 * 64);
-  const size_t step = std::bit_floor(nbytes - 1) / 4;  // four classes per power of two
-  return (nbytes + step - 1) / step * step;
-}
-
-void* allocate(size_t nbytes) {
-  // Checked before rounding: a size class near SIZE_MAX would wrap to 0.
-  if (nbytes > max_request())
-    throw OutOfMemoryError(fmt::format(
-        "allocator: cannot allocate {} bytes, more than this machine's {} bytes of memory and swap",
-        nbytes, max_request()));
-  const size_t bytes = size_class(nbytes);
-  SmallCache* sc = small_cache();
-  if (sc) add_own(sc->allocated, uint64_t{bytes});
-  void* p = bytes < kMinCachedBlock ? allocate_small(sc, bytes) : allocate_large(bytes);
-  if (peak_watch_on.load(std::memory_order_relaxed)) [[unlikely]]
-    note_peak();
-  return p;
-}
-
-namespace {
-
 void* allocate_large(size_t bytes) {
   Cache& c = cache();
   {
     std::lock_guard lock(c.mutex);
     c.clock += bytes;
     if (++c.requests % kSweepEvery == 0) c.release_idle(2 * c.stats.peak_allocated_bytes);
-    auto it = c.free_blocks.find(bytes);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back().ptr;  // the most recently freed: likely still in cache
-      it->second.pop_back();
-      c.stats.cached_bytes -= bytes;
-      c.stats.allocated_bytes += bytes;
-      c.stats.peak_allocated_bytes =
-          std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
-      ++c.stats.hits;
-      NABLA_UNPOISON(p, bytes);
-      return p;
-    }
+    if (void* p = c.take_cached(bytes)) return p;
   }
   void* p = system_alloc_large(bytes);
   if (!p) {
@@ -327,9 +319,24 @@ void* allocate_large(size_t bytes) {
 
 }  // namespace
 
+void* allocate(size_t nbytes) {
+  // Checked before rounding: a size class near SIZE_MAX would wrap to 0.
+  if (nbytes > max_request())
+    throw OutOfMemoryError(fmt::format(
+        "allocator: cannot allocate {} bytes, more than this machine's {} bytes of memory and swap",
+        nbytes, max_request()));
+  const size_t bytes = size_class(nbytes);
+  SmallCache* sc = small_cache();
+  if (sc) add_own(sc->allocated, uint64_t{bytes});
+  void* p = bytes < kMinCachedBlock ? allocate_small(sc, bytes) : allocate_large(bytes);
+  if (peak_watch_on.load(std::memory_order_relaxed)) [[unlikely]]
+    note_peak();
+  return p;
+}
+
 void deallocate(void* ptr, size_t nbytes) {
   if (!ptr) return;
-  const size_t bytes = size_class(nbytes);
+  size_t bytes = size_class(nbytes);
   if (bytes < kMinCachedBlock) {
     deallocate_small(ptr, bytes);
     return;
@@ -337,6 +344,13 @@ void deallocate(void* ptr, size_t nbytes) {
   Cache& c = cache();
   std::lock_guard lock(c.mutex);
   c.stats.allocated_bytes -= bytes;
+  if (!c.fitted.empty()) {
+    if (auto it = c.fitted.find(ptr); it != c.fitted.end()) {
+      c.stats.fit_extra_bytes -= it->second - bytes;
+      bytes = it->second;  // the block's own size, to cache or unmap
+      c.fitted.erase(it);
+    }
+  }
   if (bytes > c.limit || bytes > kMaxCachedBlock) {
     system_free_large(ptr, bytes);
     return;
@@ -379,6 +393,14 @@ size_t cache_limit() {
   std::lock_guard lock(c.mutex);
   return c.limit;
 }
+
+void set_best_fit_ratio(double ratio) {
+  if (!valid_fit_ratio(ratio))
+    throw ValueError(fmt::format("allocator: best-fit ratio {} is not in [1, 16]", ratio));
+  fit_ratio.store(ratio);
+}
+
+double best_fit_ratio() { return fit_ratio.load(); }
 
 size_t live_bytes() {
   int64_t total = orphan_small_live.load(std::memory_order_relaxed);

@@ -5,21 +5,33 @@
 //
 // Size classes: 64-byte multiples up to 1 KiB, then four classes per power of two (at most 25%
 // rounding waste). Blocks under 16 KiB wait in lock-free per-thread lists (at most 1 MiB per
-// class and thread); blocks over 32 MiB are not cached; a free block not reused while twice the
-// peak live bytes have been allocated goes back to the system; the cache holds at most
-// `cache_limit` bytes (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is
-// returned; 0 turns both caches off). Blocks of 128 KiB and more are mapped from the kernel
-// directly (not malloc), so a released one leaves the process. Thread-safe.
+// class and thread), each reused by its own class only. Larger ones wait in one shared cache: a
+// request takes a free block of its own class or, with a best-fit ratio r > 1
+// (set_best_fit_ratio, NABLA_BEST_FIT_RATIO; default 1, off), the smallest free block of at most
+// r times its class (best fit, like PyTorch's CUDA caching allocator,
+// c10/cuda/CUDACachingAllocator.cpp, but never split, so r bounds the waste). Such a block keeps
+// its own size: it is cached and released with it. Off by default because it trades RSS between
+// workloads (docs/perf.md, "Inference: weights packed once"): at 2, encoder_infer and the CNN
+// shrink by 2-3.5 MB, the ViT and the large encoder grow by 4-10 MB (a parameter, say, placed for
+// good in a freed float64 temporary's block).
+// Blocks over 32 MiB are not cached; a free block not reused while twice the peak live bytes
+// have been allocated goes back to the system; the cache holds at most `cache_limit` bytes
+// (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is returned; 0 turns both
+// caches off). Blocks of 128 KiB and more are mapped from the kernel directly (not malloc), so a
+// released one leaves the process. Thread-safe.
 //
-// Blocks of every size are also counted by the bytes of their size class: live_bytes() (in live
-// storages) and idle_cache_bytes() (free blocks held for reuse), the memory ledger's ground truth
-// (core/inspect/memory_ledger.h). Each thread keeps its own counters, written only by that
-// thread (a plain load and store, no atomic read-modify-write on the allocation path); a reader
-// sums them.
-// Under AddressSanitizer cached blocks are poisoned, so a use after free is still reported.
-// A request larger than the machine's memory plus swap (max_request()) is refused before it
-// reaches malloc, and every failure is an OutOfMemoryError naming the bytes: never a crash,
-// never std::bad_alloc.
+// Live blocks are counted by the bytes of their request's size class (live_bytes(),
+// allocated_bytes, thread_allocated_bytes(): what a storage asked for, the memory ledger's ground
+// truth, core/inspect/memory_ledger.h, and the same whatever block served it); the bytes a
+// best-fit block has beyond that class are AllocatorStats::fit_extra_bytes. Free blocks are
+// counted by their own size (idle_cache_bytes(), cached_bytes). So the large blocks held from the
+// system are allocated_bytes + fit_extra_bytes + cached_bytes. Each thread keeps its own counters,
+// written only by that thread (a plain load and store, no atomic read-modify-write on the
+// allocation path); a reader sums them. Under AddressSanitizer cached blocks are poisoned, so a use
+// after free is still reported (and so are a best-fit block's bytes past the request's class). A
+// request larger than the machine's memory plus swap (max_request()) is refused before it reaches
+// malloc, and every failure is an OutOfMemoryError naming the bytes: never a crash, never
+// std::bad_alloc.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,8 +42,10 @@ struct AllocatorStats {
   // Of blocks of 16 KiB and more (smaller ones bypass the cache and are not counted).
   size_t allocated_bytes = 0;       // in live storages (rounded to their size class)
   size_t peak_allocated_bytes = 0;  // the most allocated_bytes has been
-  size_t cached_bytes = 0;          // free blocks held for reuse
+  size_t cached_bytes = 0;          // free blocks held for reuse (their own sizes)
+  size_t fit_extra_bytes = 0;       // live blocks' bytes beyond their request's size class
   uint64_t hits = 0;                // requests served from the cache
+  uint64_t fit_hits = 0;            // of the hits, those served by a larger class's block
   uint64_t misses = 0;              // requests that went to the system
 };
 
@@ -41,7 +55,7 @@ namespace allocator {
 size_t size_class(size_t nbytes);
 // The largest request allocate() attempts: physical memory plus swap.
 size_t max_request();
-// A 64-byte aligned block of size_class(nbytes) bytes. Throws OutOfMemoryError.
+// A 64-byte aligned block of at least size_class(nbytes) bytes. Throws OutOfMemoryError.
 void* allocate(size_t nbytes);
 // Returns a block from allocate(nbytes) (the same nbytes) to the cache.
 void deallocate(void* ptr, size_t nbytes);
@@ -53,6 +67,10 @@ void empty_cache();
 // Bytes of free blocks the cache may hold; 0 turns caching off (and empties the cache).
 void set_cache_limit(size_t bytes);
 size_t cache_limit();
+// A request that misses its own class may take a free block of up to `ratio` times it (1 to 16;
+// 1: its own class only). Throws ValueError outside [1, 16].
+void set_best_fit_ratio(double ratio);
+double best_fit_ratio();
 
 // Bytes of every live storage (blocks of any size, rounded to their size class). Exact when no
 // other thread allocates or frees meanwhile.

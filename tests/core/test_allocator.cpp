@@ -1,5 +1,8 @@
 #include <unistd.h>
 
+#include <array>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -94,6 +97,175 @@ TEST_CASE("allocator: empty_cache and the cache limit return memory", "[core]") 
   { Tensor a = empty({4096}), b = empty({4096}); }  // 2 x 16 KiB > 20000: the second evicts
   CHECK(allocator::stats().cached_bytes <= 20000);
   allocator::set_cache_limit(old_limit);
+}
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Sets the cache limit and the best-fit ratio for one test (the defaults may come from
+// NABLA_CACHE_LIMIT_MB and NABLA_BEST_FIT_RATIO).
+struct CacheLimit {
+  size_t old = allocator::cache_limit();
+  double old_ratio = allocator::best_fit_ratio();
+  explicit CacheLimit(size_t bytes, double ratio = 2.0) {
+    allocator::set_cache_limit(bytes);
+    allocator::set_best_fit_ratio(ratio);
+  }
+  ~CacheLimit() {
+    allocator::set_cache_limit(old);
+    allocator::set_best_fit_ratio(old_ratio);
+  }
+  CacheLimit(const CacheLimit&) = delete;
+  CacheLimit& operator=(const CacheLimit&) = delete;
+};
+
+#if !defined(__SANITIZE_ADDRESS__)
+// Whether /proc/self/maps lists a mapping holding `p`.
+bool is_mapped(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t from = 0, to = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &from, &to) == 2 && from <= at && at < to) return true;
+  }
+  return false;
+}
+#endif
+
+}  // namespace
+
+TEST_CASE("allocator: a miss takes the smallest free block of at most twice its class", "[core]") {
+  CacheLimit limit(size_t{1} << 30);
+  allocator::empty_cache();
+  void* four = allocator::allocate(4 * kMiB);
+  void* five = allocator::allocate(5 * kMiB);
+  allocator::deallocate(five, 5 * kMiB);
+  allocator::deallocate(four, 4 * kMiB);
+  const auto before = allocator::stats();
+  const size_t live_before = allocator::live_bytes(), idle_before = allocator::idle_cache_bytes();
+  REQUIRE(before.cached_bytes == 9 * kMiB);
+
+  void* three = allocator::allocate(3 * kMiB);  // no 3 MiB block: the 4 MiB one, not the 5
+  CHECK(three == four);
+  std::memset(three, 0x5A, 3 * kMiB);  // the class is usable (ASan: it was unpoisoned)
+  auto now = allocator::stats();
+  CHECK(now.misses == before.misses);
+  CHECK(now.hits == before.hits + 1);
+  CHECK(now.fit_hits == before.fit_hits + 1);
+  CHECK(now.cached_bytes == before.cached_bytes - 4 * kMiB);  // the block's real size
+  CHECK(allocator::idle_cache_bytes() == idle_before - 4 * kMiB);
+  // Live bytes count the request's class; the block's extra MiB is counted apart.
+  CHECK(now.allocated_bytes == before.allocated_bytes + 3 * kMiB);
+  CHECK(allocator::live_bytes() == live_before + 3 * kMiB);
+  CHECK(now.fit_extra_bytes == before.fit_extra_bytes + kMiB);
+
+  allocator::deallocate(three, 3 * kMiB);  // freed with the request's size ...
+  now = allocator::stats();
+  CHECK(now.cached_bytes == 9 * kMiB);  // ... cached with the block's own
+  CHECK(allocator::idle_cache_bytes() == idle_before);
+  CHECK(allocator::live_bytes() == live_before);
+  CHECK(now.allocated_bytes == before.allocated_bytes);
+  CHECK(now.fit_extra_bytes == before.fit_extra_bytes);
+  void* again = allocator::allocate(4 * kMiB);  // its own class finds it, an exact hit
+  CHECK(again == four);
+  CHECK(allocator::stats().fit_hits == before.fit_hits + 1);
+  allocator::deallocate(again, 4 * kMiB);
+  allocator::empty_cache();
+  CHECK(allocator::stats().cached_bytes == 0);
+}
+
+TEST_CASE("allocator: a free block more than twice the request's class is not taken", "[core]") {
+  {
+    CacheLimit exact_only(size_t{1} << 30, 1.0);  // ratio 1: only the request's own class
+    allocator::empty_cache();
+    void* four = allocator::allocate(4 * kMiB);
+    allocator::deallocate(four, 4 * kMiB);
+    const auto before = allocator::stats();
+    void* three = allocator::allocate(3 * kMiB);
+    CHECK(allocator::stats().misses == before.misses + 1);
+    allocator::deallocate(three, 3 * kMiB);
+    CHECK_THROWS_AS(allocator::set_best_fit_ratio(0.5), ValueError);
+    CHECK_THROWS_AS(allocator::set_best_fit_ratio(std::nan("")), ValueError);
+    CHECK(allocator::best_fit_ratio() == 1.0);
+  }
+  CacheLimit limit(size_t{1} << 30);
+  allocator::empty_cache();
+  void* sixteen = allocator::allocate(16 * kMiB);
+  allocator::deallocate(sixteen, 16 * kMiB);
+  auto before = allocator::stats();
+  void* three = allocator::allocate(3 * kMiB);
+  CHECK(allocator::stats().misses == before.misses + 1);
+  CHECK(allocator::stats().cached_bytes == 16 * kMiB);
+  allocator::deallocate(three, 3 * kMiB);
+  allocator::empty_cache();
+
+  void* six = allocator::allocate(6 * kMiB);  // exactly twice: taken
+  allocator::deallocate(six, 6 * kMiB);
+  before = allocator::stats();
+  three = allocator::allocate(3 * kMiB);
+  CHECK(three == six);
+  CHECK(allocator::stats().misses == before.misses);
+  allocator::deallocate(three, 3 * kMiB);
+  allocator::empty_cache();
+}
+
+TEST_CASE("allocator: a best-fit block freed past the cache limit leaves with its real size",
+          "[core]") {
+  CacheLimit limit(size_t{1} << 30);
+  allocator::empty_cache();
+  void* four = allocator::allocate(4 * kMiB);
+  allocator::deallocate(four, 4 * kMiB);
+  const auto before = allocator::stats();
+  void* three = allocator::allocate(3 * kMiB);
+  REQUIRE(three == four);
+  allocator::set_cache_limit(2 * kMiB);  // the 4 MiB block no longer fits: released, not cached
+  allocator::deallocate(three, 3 * kMiB);
+  const auto after = allocator::stats();
+  CHECK(after.cached_bytes == 0);
+  CHECK(after.fit_extra_bytes == before.fit_extra_bytes);
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+#if !defined(__SANITIZE_ADDRESS__)  // mapped from the kernel: its last MiB must be unmapped too
+  CHECK_FALSE(is_mapped(static_cast<char*>(four) + 3 * kMiB));
+#endif
+}
+
+TEST_CASE("allocator: two threads trading blocks of mixed sizes keep the counters exact",
+          "[core]") {
+  CacheLimit limit(size_t{1} << 30);
+  allocator::empty_cache();
+  const auto before = allocator::stats();
+  const size_t live_before = allocator::live_bytes();
+  // 64 KiB .. 320 KiB: each class within twice of several others, below and above 128 KiB.
+  const std::array<size_t, 6> sizes{64 << 10, 96 << 10, 128 << 10, 160 << 10, 224 << 10, 320 << 10};
+  auto work = [&](unsigned char tag) {
+    std::array<std::pair<unsigned char*, size_t>, 3> held{};
+    for (int i = 0; i < 3000; ++i) {
+      auto& [p, n] = held[static_cast<size_t>(i) % held.size()];
+      if (p) {  // the first and last 64 bytes still hold this thread's mark
+        if (p[0] != tag || p[n - 1] != tag) throw std::runtime_error("a live block was reused");
+        allocator::deallocate(p, n);
+      }
+      n = sizes[(static_cast<size_t>(i) * 7 + tag) % sizes.size()] - 64 * (i % 3);
+      p = static_cast<unsigned char*>(allocator::allocate(n));
+      std::memset(p, tag, 64);
+      std::memset(p + n - 64, tag, 64);
+    }
+    for (auto& [p, n] : held) allocator::deallocate(p, n);
+  };
+  std::thread t1(work, 1), t2(work, 2);
+  t1.join();
+  t2.join();
+  const auto after = allocator::stats();
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  CHECK(allocator::live_bytes() == live_before);
+  CHECK(after.fit_extra_bytes == before.fit_extra_bytes);
+  CHECK(after.fit_hits > before.fit_hits);  // best fit did happen
+  CHECK(after.hits + after.misses == before.hits + before.misses + 6000);
+  CHECK(after.cached_bytes <= allocator::idle_cache_bytes());
+  allocator::empty_cache();
+  CHECK(allocator::stats().cached_bytes == 0);
 }
 
 #if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer's own allocator serves large blocks there
