@@ -111,6 +111,37 @@ TEST_CASE("gemm: deterministic mode gives bitwise the same product on 1, 2 and 3
   CHECK(results[2] == results[0]);
 }
 
+TEST_CASE("sum and clip_grad_norm_ give bitwise the same result on 1, 2 and 3 threads", "[core]") {
+  // Not deterministic mode: sum_lanes' order is fixed by the length, and the full sum's blocks
+  // by their fixed size, whatever the thread count. 300,007 elements: 19 blocks and a tail.
+  Generator g(12);
+  Tensor x = randn({300007}, g);
+  Tensor rows = randn({700, 333}, g);
+  Tensor p = zeros({300007}).requires_grad_();
+  p.set_grad(x);
+  const bool prev_adaptive = adaptive_threads();
+  const int prev = num_threads();
+  set_adaptive_threads(false);
+  std::vector<float> totals, norms_as_float;
+  std::vector<std::vector<float>> row_sums;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    totals.push_back(static_cast<float>(sum(x).item()));
+    row_sums.push_back(sum(rows, {1}).to_vector<float>());
+    norms_as_float.push_back(static_cast<float>(optim::clip_grad_norm_({p}, 1e30)));
+  }
+  set_num_threads(prev);
+  set_adaptive_threads(prev_adaptive);
+  CHECK(totals[1] == totals[0]);
+  CHECK(totals[2] == totals[0]);
+  CHECK(row_sums[1] == row_sums[0]);
+  CHECK(row_sums[2] == row_sums[0]);
+  CHECK(norms_as_float[1] == norms_as_float[0]);
+  CHECK(norms_as_float[2] == norms_as_float[0]);
+  // And the value itself: against a float64 sum.
+  CHECK(totals[0] == Approx(sum(x.to(kFloat64)).item()).epsilon(1e-6));
+}
+
 TEST_CASE("Checkpoint: saved in deterministic mode, another thread count resumes without warning",
           "[core][io]") {
   const int prev = num_threads();
