@@ -349,7 +349,7 @@ Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
           const T* bo = bp + o[3];
           // Contiguous, or one side a scalar (where(c, grad, 0) in backward), read as bytes:
           // GCC 12 vectorises the choice on unsigned char and not on bool (on bool it branches,
-          // and a random mask mispredicts half the time: 0.85 ms for a (900, 512) float).
+          // and a random mask mispredicts half the time: 0.85 ms, (900, 512) float, Zen 4).
           const auto* cb = reinterpret_cast<const unsigned char*>(co);
           const bool unit = s[0] == 1 && s[1] == 1;
           if (unit && s[2] == 1 && s[3] == 1) {
