@@ -146,17 +146,30 @@ void layer_norm_backward_params_reference(const Tensor& x, const Tensor& grad, c
                                           std::vector<double>& gb) {
   gw.assign(static_cast<size_t>(N), 0.0);
   gb.assign(static_cast<size_t>(N), 0.0);
+  // Rows are summed in blocks (in order), then the blocks' sums in order: the tuned kernel's
+  // order, so the two agree to the bit.
+  const int64_t M = mean.numel(), block = kernels::layer_norm_param_block_rows(M);
+  std::vector<double> bw(gw.size()), bb(gb.size());
   dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T *xp = x.data_ptr<T>(), *gp = grad.data_ptr<T>();
     const double *mp = mean.data_ptr<double>(), *rp = rstd.data_ptr<double>();
-    for (int64_t r = 0; r < mean.numel(); ++r) {
-      const T* xr = xp + r * N;
-      const T* gr = gp + r * N;
-      const double mu = mp[r], rs = rp[r];
-      for (int64_t j = 0; j < N; ++j) {
-        gw[static_cast<size_t>(j)] += double(gr[j]) * (double(xr[j]) - mu) * rs;  // grad * xhat
-        gb[static_cast<size_t>(j)] += double(gr[j]);
+    for (int64_t first = 0; first < M; first += block) {
+      std::fill(bw.begin(), bw.end(), 0.0);
+      std::fill(bb.begin(), bb.end(), 0.0);
+      for (int64_t r = first; r < std::min(M, first + block); ++r) {
+        const T* xr = xp + r * N;
+        const T* gr = gp + r * N;
+        const double mu = mp[r], rs = rp[r];
+        for (int64_t j = 0; j < N; ++j) {
+          const double g = double(gr[j]);
+          bw[static_cast<size_t>(j)] += g * (double(xr[j]) - mu) * rs;  // grad * xhat
+          bb[static_cast<size_t>(j)] += g;
+        }
+      }
+      for (size_t j = 0; j < gw.size(); ++j) {
+        gw[j] += bw[j];
+        gb[j] += bb[j];
       }
     }
   });
@@ -207,24 +220,18 @@ struct LayerNormBackward final : Node {
     const Tensor mv = mean.get(), rv = rstd.get();
     const bool tuned = kernels::tuned_enabled();
     Tensor grad_x, grad_w, grad_b;
-    if (needs_input_grad(0)) {
-      grad_x = empty(xv.shape(), xv.dtype());
-      if (tuned) {
-        kernels::layer_norm_backward_input(xc, gc, wc, mv, rv, N, grad_x);
-      } else {
-        layer_norm_backward_input_reference(xc, gc, wc, mv, rv, N, grad_x);
-      }
+    if (needs_input_grad(0)) grad_x = empty(xv.shape(), xv.dtype());
+    const bool params = needs_input_grad(1) || needs_input_grad(2);
+    std::vector<double> gw, gb;
+    if (tuned) {
+      kernels::layer_norm_backward(xc, gc, wc, mv, rv, N, grad_x.defined() ? &grad_x : nullptr,
+                                   params ? &gw : nullptr, params ? &gb : nullptr);
+    } else {
+      if (grad_x.defined()) layer_norm_backward_input_reference(xc, gc, wc, mv, rv, N, grad_x);
+      if (params) layer_norm_backward_params_reference(xc, gc, mv, rv, N, gw, gb);
     }
-    if (needs_input_grad(1) || needs_input_grad(2)) {
-      std::vector<double> gw, gb;
-      if (tuned) {
-        kernels::layer_norm_backward_params(xc, gc, mv, rv, N, gw, gb);
-      } else {
-        layer_norm_backward_params_reference(xc, gc, mv, rv, N, gw, gb);
-      }
-      if (needs_input_grad(1)) grad_w = column_tensor(gw, ns, xv.dtype());
-      if (needs_input_grad(2)) grad_b = column_tensor(gb, ns, xv.dtype());
-    }
+    if (needs_input_grad(1)) grad_w = column_tensor(gw, ns, xv.dtype());
+    if (needs_input_grad(2)) grad_b = column_tensor(gb, ns, xv.dtype());
     return {grad_x, grad_w, grad_b};
   }
   const char* name() const override { return "LayerNormBackward"; }

@@ -102,116 +102,120 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   });
 }
 
-void layer_norm_backward_input(const Tensor& x, const Tensor& grad, const Tensor& weight,
-                               const Tensor& mean, const Tensor& rstd, int64_t N, Tensor& grad_x) {
+namespace {
+
+// grad_x of one row: rstd (gy - mean(gy) - xhat mean(gy xhat)), gy = grad * w.
+template <class T>
+void backward_input_row(const T* xr, const T* gr, const T* wp, double mu, double rs, int64_t N,
+                        T* gxr) {
+  if constexpr (std::is_same_v<T, float>) {
+    const Float32Row row = Float32Row::from_mean(mu, rs);
+    // The loops are written twice so that no load is conditional (a `wp ? ... : ...` inside
+    // made GCC gather w element by element).
+    float a = 0, c = 0;  // sums of gy and gy * xhat
+    if (wp) {
+#pragma omp simd reduction(+ : a, c)
+      for (int64_t j = 0; j < N; ++j) {
+        const float gy = gr[j] * wp[j];
+        a += gy;
+        c += gy * row.centered(xr[j]);
+      }
+    } else {
+#pragma omp simd reduction(+ : a, c)
+      for (int64_t j = 0; j < N; ++j) {
+        a += gr[j];
+        c += gr[j] * row.centered(xr[j]);
+      }
+    }
+    a /= static_cast<float>(N);
+    c *= row.rstd / static_cast<float>(N);
+    if (wp) {
+      for (int64_t j = 0; j < N; ++j)
+        gxr[j] = row.rstd * (gr[j] * wp[j] - a - row.centered(xr[j]) * row.rstd * c);
+    } else {
+      for (int64_t j = 0; j < N; ++j)
+        gxr[j] = row.rstd * (gr[j] - a - row.centered(xr[j]) * row.rstd * c);
+    }
+  } else {
+    double a = 0, c = 0;  // mean(gy), mean(gy * xhat)
+    if (wp) {
+#pragma omp simd reduction(+ : a, c)
+      for (int64_t j = 0; j < N; ++j) {
+        const double gy = double(gr[j]) * double(wp[j]);
+        a += gy;
+        c += gy * (double(xr[j]) - mu) * rs;
+      }
+    } else {
+#pragma omp simd reduction(+ : a, c)
+      for (int64_t j = 0; j < N; ++j) {
+        a += double(gr[j]);
+        c += double(gr[j]) * (double(xr[j]) - mu) * rs;
+      }
+    }
+    a /= double(N);
+    c /= double(N);
+    if (wp) {
+      for (int64_t j = 0; j < N; ++j)
+        gxr[j] = static_cast<T>(
+            rs * (double(gr[j]) * double(wp[j]) - a - (double(xr[j]) - mu) * rs * c));
+    } else {
+      for (int64_t j = 0; j < N; ++j)
+        gxr[j] = static_cast<T>(rs * (double(gr[j]) - a - (double(xr[j]) - mu) * rs * c));
+    }
+  }
+}
+
+}  // namespace
+
+// One pass over the rows: each block of layer_norm_param_block_rows(M) rows writes its grad_x rows
+// while they are in L1 and sums its rows' parameter terms (double, row order) into a buffer of
+// its own; the blocks' sums are then added in block order. Reading x and grad once instead of
+// twice (grad_x, then the column sums) is what the 2048x512 bench measured (see the header).
+void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight,
+                         const Tensor& mean, const Tensor& rstd, int64_t N, Tensor* grad_x,
+                         std::vector<double>* grad_w, std::vector<double>* grad_b) {
   const int64_t M = mean.numel();
   const double* mp = mean.data_ptr<double>();
   const double* rp = rstd.data_ptr<double>();
+  const bool params = grad_w != nullptr;
+  const int64_t block = layer_norm_param_block_rows(M);
+  const int64_t blocks = M == 0 ? 0 : (M + block - 1) / block;
+  // Block b's weight sums at [2 b N, 2 b N + N), its bias sums right after.
+  std::vector<double> partial(params ? static_cast<size_t>(2 * blocks * N) : 0, 0.0);
   dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data_ptr<T>();
     const T* gp = grad.data_ptr<T>();
     const T* wp = weight.defined() ? weight.data_ptr<T>() : nullptr;
-    T* gxp = grad_x.data_ptr<T>();
-    parallel_for(M, N * 8, [&](int64_t s, int64_t e) {
-      for (int64_t r = s; r < e; ++r) {
-        const T* xr = xp + r * N;
-        const T* gr = gp + r * N;
-        if constexpr (std::is_same_v<T, float>) {
-          const Float32Row row = Float32Row::from_mean(mp[r], rp[r]);
-          // gy = grad * w; the loops are written twice so that no load is conditional
-          // (a `wp ? ... : ...` inside made GCC gather w element by element).
-          float a = 0, c = 0;  // sums of gy and gy * xhat
-          if (wp) {
-#pragma omp simd reduction(+ : a, c)
-            for (int64_t j = 0; j < N; ++j) {
-              const float gy = gr[j] * wp[j];
-              a += gy;
-              c += gy * row.centered(xr[j]);
-            }
-          } else {
-#pragma omp simd reduction(+ : a, c)
-            for (int64_t j = 0; j < N; ++j) {
-              a += gr[j];
-              c += gr[j] * row.centered(xr[j]);
-            }
-          }
-          a /= static_cast<float>(N);
-          c *= row.rstd / static_cast<float>(N);
-          float* gxr = gxp + r * N;
-          if (wp) {
-            for (int64_t j = 0; j < N; ++j)
-              gxr[j] = row.rstd * (gr[j] * wp[j] - a - row.centered(xr[j]) * row.rstd * c);
-          } else {
-            for (int64_t j = 0; j < N; ++j)
-              gxr[j] = row.rstd * (gr[j] - a - row.centered(xr[j]) * row.rstd * c);
-          }
-          continue;
-        }
-        const double mu = mp[r], rs = rp[r];
-        double a = 0, c = 0;  // mean(gy), mean(gy * xhat)
-        if (wp) {
-#pragma omp simd reduction(+ : a, c)
+    T* gxp = grad_x ? grad_x->data_ptr<T>() : nullptr;
+    parallel_for(blocks, block * N * 8, [&](int64_t bs, int64_t be) {
+      for (int64_t b = bs; b < be; ++b) {
+        double* pw = params ? partial.data() + 2 * b * N : nullptr;
+        double* pb = pw ? pw + N : nullptr;
+        for (int64_t r = b * block; r < std::min(M, (b + 1) * block); ++r) {
+          const T* xr = xp + r * N;
+          const T* gr = gp + r * N;
+          const double mu = mp[r], rs = rp[r];
+          if (gxp) backward_input_row(xr, gr, wp, mu, rs, N, gxp + r * N);
+          if (!pw) continue;
+#pragma omp simd
           for (int64_t j = 0; j < N; ++j) {
-            const double gy = double(gr[j]) * double(wp[j]);
-            a += gy;
-            c += gy * (double(xr[j]) - mu) * rs;
+            const double g = double(gr[j]);
+            pw[j] += g * (double(xr[j]) - mu) * rs;
+            pb[j] += g;
           }
-        } else {
-#pragma omp simd reduction(+ : a, c)
-          for (int64_t j = 0; j < N; ++j) {
-            a += double(gr[j]);
-            c += double(gr[j]) * (double(xr[j]) - mu) * rs;
-          }
-        }
-        a /= double(N);
-        c /= double(N);
-        T* gxr = gxp + r * N;
-        if (wp) {
-          for (int64_t j = 0; j < N; ++j)
-            gxr[j] = static_cast<T>(
-                rs * (double(gr[j]) * double(wp[j]) - a - (double(xr[j]) - mu) * rs * c));
-        } else {
-          for (int64_t j = 0; j < N; ++j)
-            gxr[j] = static_cast<T>(rs * (double(gr[j]) - a - (double(xr[j]) - mu) * rs * c));
         }
       }
     });
   });
-}
-
-void layer_norm_backward_params(const Tensor& x, const Tensor& grad, const Tensor& mean,
-                                const Tensor& rstd, int64_t N, std::vector<double>& acc_w,
-                                std::vector<double>& acc_b) {
-  const int64_t M = mean.numel();
-  const double* mp = mean.data_ptr<double>();
-  const double* rp = rstd.data_ptr<double>();
-  acc_w.assign(static_cast<size_t>(N), 0.0);
-  acc_b.assign(static_cast<size_t>(N), 0.0);
-  dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
-    using T = decltype(tag);
-    const T* xp = x.data_ptr<T>();
-    const T* gp = grad.data_ptr<T>();
-    // Column sums over rows: each chunk of columns is owned by one thread, which sums it in a
-    // buffer of its own. NOTE: summing straight into acc_w/acc_b, whose chunk boundaries need
-    // not fall on a cache line, let two threads write one line once per row (vit_small's
-    // LayerNorm backward took 3.5x longer whenever the heap placed the vectors so).
-    parallel_for(N, M * 4, [&](int64_t s, int64_t e) {
-      std::vector<double> part_w(static_cast<size_t>(e - s), 0.0), part_b(part_w);
-      for (int64_t r = 0; r < M; ++r) {
-        const T* gr = gp + r * N + s;
-        const T* xr = xp + r * N + s;
-        const double mu = mp[r], rs = rp[r];
-        for (int64_t j = 0; j < e - s; ++j) {
-          const double g = double(gr[j]);
-          part_w[static_cast<size_t>(j)] += g * (double(xr[j]) - mu) * rs;
-          part_b[static_cast<size_t>(j)] += g;
-        }
-      }
-      std::copy(part_w.begin(), part_w.end(), acc_w.begin() + s);
-      std::copy(part_b.begin(), part_b.end(), acc_b.begin() + s);
-    });
-  });
+  if (!params) return;
+  grad_w->assign(static_cast<size_t>(N), 0.0);
+  grad_b->assign(static_cast<size_t>(N), 0.0);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t j = 0; j < N; ++j) {
+      (*grad_w)[static_cast<size_t>(j)] += partial[static_cast<size_t>(2 * b * N + j)];
+      (*grad_b)[static_cast<size_t>(j)] += partial[static_cast<size_t>(2 * b * N + N + j)];
+    }
 }
 
 }  // namespace nabla::kernels

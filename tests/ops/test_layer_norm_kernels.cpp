@@ -6,8 +6,9 @@
 // float lanes, x - mean as a float pair), so outputs are within a few units of T's machine
 // epsilon of the reference, relative to the output's scale (|y| ~ 1; grad_x relative to the
 // scale of its terms, rstd |grad weight|, since it can cancel). The weight and bias gradients are
-// column sums in double in row order in both kernels: bitwise the same, given the same saved mean
-// and rstd (the backward is compared on one recorded graph).
+// column sums in double in the same order in both kernels (blocks of rows in row order, then the
+// blocks in order): bitwise the same, given the same saved mean and rstd (the backward is
+// compared on one recorded graph), and on any thread count.
 #include <algorithm>
 #include <cmath>
 
@@ -26,9 +27,21 @@ struct LnCase {
 };
 
 const std::vector<LnCase> kCases = {
-    {{5}, {5}},        {{1, 1}, {1}},       {{3, 1}, {1}},          {{0, 8}, {8}},
-    {{2, 0}, {0}},     {{2, 3, 0}, {3, 0}}, {{6, 37}, {37}},        {{2, 3, 4, 5}, {4, 5}},
-    {{7, 512}, {512}}, {{3, 1000}, {1000}}, {{2, 2, 3, 2}, {3, 2}}, {{33, 16}, {16}}};
+    {{5}, {5}},
+    {{1, 1}, {1}},
+    {{3, 1}, {1}},
+    {{0, 8}, {8}},
+    {{2, 0}, {0}},
+    {{2, 3, 0}, {3, 0}},
+    {{6, 37}, {37}},
+    {{2, 3, 4, 5}, {4, 5}},
+    {{7, 512}, {512}},
+    {{3, 1000}, {1000}},
+    {{2, 2, 3, 2}, {3, 2}},
+    {{33, 16}, {16}},
+    // more rows than one block of the parameter sums (256), and a block size above 256
+    {{300, 5}, {5}},
+    {{2, 8250, 8}, {8}}};
 
 // The scale of grad_x's terms, rstd |grad weight|, with the largest rstd of any row. grad_x can
 // cancel to 0 (a row of one element has grad_x = 0 exactly; a float32 kernel built with FMA
@@ -81,6 +94,27 @@ TEST_CASE("layer_norm: tuned kernels agree with the reference kernels", "[ops][k
           compare(c, dt, contiguous, params & 1, params & 2, 0.0, seed);
           seed += 4;
         }
+}
+
+TEST_CASE("layer_norm backward: the same bits on 1 and 2 threads", "[ops][kernels]") {
+  const int prev_threads = num_threads();
+  const bool prev_adaptive = adaptive_threads();
+  set_adaptive_threads(false);
+  for (DType dt : {kFloat32, kFloat64}) {
+    Generator gen(901);
+    Tensor x = randn({4100, 24}, gen, dt).requires_grad_();
+    Tensor w = randn({24}, gen, dt).requires_grad_(), b = randn({24}, gen, dt).requires_grad_();
+    Tensor g = randn({4100, 24}, gen, dt);
+    std::vector<std::vector<Tensor>> grads;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      grads.push_back(autograd::grad({layer_norm(x, {24}, w, b)}, {x, w, b}, {g}));
+    }
+    INFO(dtype_name(dt));
+    for (size_t i = 0; i < 3; ++i) CHECK_SAME_BITS(grads[0][i], grads[1][i]);
+  }
+  set_num_threads(prev_threads);
+  set_adaptive_threads(prev_adaptive);
 }
 
 TEST_CASE("layer_norm kernels agree at mean 1e4 and std 1e-2 (float32's float-pair mean)",
