@@ -1,5 +1,5 @@
 // nn::init: the formulas follow torch.nn.init (fans, gains, bounds). Random values are drawn in
-// float64 from the generator, transformed, and copied into the tensor (converting its dtype).
+// float64 from the generator, transformed, and stored in the tensor's dtype.
 #include "nabla/nn/init.h"
 
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 
 #include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
+#include "nabla/core/parallel.h"
 
 namespace nabla::nn::init {
 
@@ -21,16 +22,42 @@ void check_floating(const char* op, const Tensor& t) {
                                  dtype_name(t.dtype()), shape_str(t.shape())));
 }
 
-// Draws float64 samples of t's shape (uniform [0, 1) or standard normal), maps each through f
-// and copies the result into t.
+// Draws a float64 sample per element (uniform [0, 1) or standard normal) from the generator's
+// counters, maps it through f and stores it in t's dtype. Element i uses counter base + i, as
+// rand/randn do, so the values are those of drawing a float64 tensor and copying it; float32 and
+// float64 tensors are written directly, because that float64 tensor (twice a float32
+// parameter's size) stayed in the allocator's cache and later requests were served from it.
 template <class F>
 Tensor fill_random(const char* op, Tensor t, Generator& gen, bool normal, F f) {
   check_floating(op, t);
   NoGradGuard no_grad;
-  Tensor draw = normal ? randn(t.shape(), gen, kFloat64) : rand(t.shape(), gen, kFloat64);
-  double* p = draw.data_ptr<double>();
-  for (int64_t i = 0; i < draw.numel(); ++i) p[i] = f(p[i]);
-  t.copy_(draw);
+  const DType dt = t.dtype();
+  if (dt != kFloat32 && dt != kFloat64) {
+    Tensor draw = normal ? randn(t.shape(), gen, kFloat64) : rand(t.shape(), gen, kFloat64);
+    double* p = draw.data_ptr<double>();
+    for (int64_t i = 0; i < draw.numel(); ++i) p[i] = f(p[i]);
+    t.copy_(draw);
+    return t;
+  }
+  const bool direct = t.is_contiguous();
+  Tensor out = direct ? t : empty(t.shape(), dt);
+  const uint64_t base = gen.advance(static_cast<uint64_t>(out.numel()));
+  auto sample = [&](int64_t i) {
+    const uint64_t c = base + static_cast<uint64_t>(i);
+    return f(normal ? gen.normal(c) : gen.uniform(c));
+  };
+  if (dt == kFloat32) {
+    float* p = out.data_ptr<float>();
+    parallel_for(out.numel(), 40, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) p[i] = static_cast<float>(sample(i));
+    });
+  } else {
+    double* p = out.data_ptr<double>();
+    parallel_for(out.numel(), 40, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) p[i] = sample(i);
+    });
+  }
+  if (!direct) t.copy_(out);
   return t;
 }
 

@@ -32,6 +32,9 @@ Stats stats(const Tensor& t) {
   return s;
 }
 
+// Exact for every floating dtype (each converts to double without rounding).
+std::vector<double> as_doubles(const Tensor& t) { return t.to(kFloat64).to_vector<double>(); }
+
 double phi(double x) { return std::exp(-x * x / 2) / std::sqrt(2 * std::numbers::pi); }
 double Phi(double x) { return (1 + std::erf(x / std::sqrt(2.0))) / 2; }
 
@@ -83,6 +86,25 @@ TEST_CASE("init: the generator makes draws reproducible", "[nn]") {
   manual_seed(5);
   Tensor e = uniform_(empty({6}));
   CHECK(d.to_vector<float>() == e.to_vector<float>());
+}
+
+TEST_CASE("init: values are a float64 draw mapped and stored in the tensor's dtype", "[nn]") {
+  // What fill_random writes directly (float32, float64, contiguous) must be what drawing a
+  // float64 tensor, mapping it and copying it gives, and leave the generator at the same counter.
+  for (DType dt : {kFloat32, kFloat64, kBFloat16})
+    for (bool contiguous : {true, false}) {
+      INFO(dtype_name(dt) << (contiguous ? " contiguous" : " transposed"));
+      Generator g1(21), g2(21);
+      Tensor t = contiguous ? empty({70, 30}, dt) : empty({30, 70}, dt).t();
+      normal_(t, 0.5, 2.0, g1);
+      Tensor want = add(mul(randn({70, 30}, g2, kFloat64), 2.0), 0.5).to(dt);
+      CHECK(as_doubles(t) == as_doubles(want));
+      Tensor u = contiguous ? empty({70, 30}, dt) : empty({30, 70}, dt).t();
+      uniform_(u, -3.0, 1.0, g1);
+      want = add(mul(rand({70, 30}, g2, kFloat64), 4.0), -3.0).to(dt);
+      CHECK(as_doubles(u) == as_doubles(want));
+      CHECK(rand({3}, g1).to_vector<float>() == rand({3}, g2).to_vector<float>());
+    }
 }
 
 TEST_CASE("init: xavier and kaiming bounds and variances", "[nn]") {
