@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "nabla/core/autograd.h"
 #include "nabla/core/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -82,15 +83,18 @@ struct FreeBlock {
 };
 
 // A miss in its class may take the smallest free block of at most best_fit_ratio() times the
-// class: encoder_infer's 1-4 MB buffers are live at different times, and exact-class reuse held
-// 17 MB of blocks for 10 MB of live tensors (docs/perf.md, "Inference: weights packed once").
+// class, or best_fit_ratio_no_grad() while no graph is recorded: encoder_infer's 1-4 MB buffers
+// are live at different times, and exact-class reuse held 17 MB of blocks for 10 MB of live
+// tensors (docs/perf.md, "Inference: weights packed once"). Without a graph a buffer dies within
+// an op or two, so the block it took is soon back; in training it may be saved for backward.
 bool valid_fit_ratio(double ratio) { return ratio >= 1.0 && ratio <= 16.0; }  // false for NaN
-double default_fit_ratio() {  // an unreadable or out-of-range NABLA_BEST_FIT_RATIO keeps 1
-  const char* r = std::getenv("NABLA_BEST_FIT_RATIO");
-  const double ratio = r ? std::strtod(r, nullptr) : 1.0;
-  return valid_fit_ratio(ratio) ? ratio : 1.0;
+double ratio_from_env(const char* name, double fallback) {  // unreadable or out of range: fallback
+  const char* r = std::getenv(name);
+  const double ratio = r ? std::strtod(r, nullptr) : fallback;
+  return valid_fit_ratio(ratio) ? ratio : fallback;
 }
-std::atomic<double> fit_ratio{default_fit_ratio()};
+std::atomic<double> fit_ratio{ratio_from_env("NABLA_BEST_FIT_RATIO", 1.0)};
+std::atomic<double> no_grad_fit_ratio{ratio_from_env("NABLA_BEST_FIT_RATIO_NO_GRAD", 2.0)};
 
 struct Cache {
   std::mutex mutex;
@@ -106,7 +110,9 @@ struct Cache {
   // The most recently freed block of the smallest cached size in [bytes, fit_ratio * bytes], or
   // null; the caller holds the mutex.
   void* take_cached(size_t bytes) {
-    const auto largest = static_cast<size_t>(fit_ratio.load() * static_cast<double>(bytes));
+    const double ratio = GradMode::enabled() ? fit_ratio.load()
+                                             : std::max(fit_ratio.load(), no_grad_fit_ratio.load());
+    const auto largest = static_cast<size_t>(ratio * static_cast<double>(bytes));
     auto it = free_blocks.lower_bound(bytes);
     while (it != free_blocks.end() && it->first <= largest && it->second.empty()) ++it;
     if (it == free_blocks.end() || it->first > largest) return nullptr;
@@ -394,13 +400,13 @@ size_t cache_limit() {
   return c.limit;
 }
 
-void set_best_fit_ratio(double ratio) {
+void set_best_fit_ratio(double ratio, bool no_grad) {
   if (!valid_fit_ratio(ratio))
     throw ValueError(fmt::format("allocator: best-fit ratio {} is not in [1, 16]", ratio));
-  fit_ratio.store(ratio);
+  (no_grad ? no_grad_fit_ratio : fit_ratio).store(ratio);
 }
 
-double best_fit_ratio() { return fit_ratio.load(); }
+double best_fit_ratio(bool no_grad) { return (no_grad ? no_grad_fit_ratio : fit_ratio).load(); }
 
 size_t live_bytes() {
   int64_t total = orphan_small_live.load(std::memory_order_relaxed);

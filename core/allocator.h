@@ -6,14 +6,14 @@
 // Size classes: 64-byte multiples up to 1 KiB, then four classes per power of two (at most 25%
 // rounding waste). Blocks under 16 KiB wait in lock-free per-thread lists (at most 1 MiB per
 // class and thread), each reused by its own class only. Larger ones wait in one shared cache: a
-// request takes a free block of its own class or, with a best-fit ratio r > 1
-// (set_best_fit_ratio, NABLA_BEST_FIT_RATIO; default 1, off), the smallest free block of at most
-// r times its class (best fit, like PyTorch's CUDA caching allocator,
+// request takes a free block of its own class or, with a best-fit ratio r > 1, the smallest free
+// block of at most r times its class (best fit, like PyTorch's CUDA caching allocator,
 // c10/cuda/CUDACachingAllocator.cpp, but never split, so r bounds the waste). Such a block keeps
-// its own size: it is cached and released with it. Off by default because it trades RSS between
-// workloads (docs/perf.md, "Inference: weights packed once"): at 2, encoder_infer and the CNN
-// shrink by 2-3.5 MB, the ViT and the large encoder grow by 4-10 MB (a parameter, say, placed for
-// good in a freed float64 temporary's block).
+// its own size: it is cached and released with it. r is 2 while GradMode is off
+// (NABLA_BEST_FIT_RATIO_NO_GRAD) and 1 otherwise (NABLA_BEST_FIT_RATIO; set_best_fit_ratio sets
+// either): at 2, inference (encoder_infer, its buffers short-lived) shrinks by 2 MB, while the
+// ViT's training step grew by 9 MB (saved activations placed for good in 2x blocks; docs/perf.md,
+// "Inference: weights packed once").
 // Blocks over 32 MiB are not cached; a free block not reused while twice the peak live bytes
 // have been allocated goes back to the system; the cache holds at most `cache_limit` bytes
 // (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is returned; 0 turns both
@@ -68,9 +68,10 @@ void empty_cache();
 void set_cache_limit(size_t bytes);
 size_t cache_limit();
 // A request that misses its own class may take a free block of up to `ratio` times it (1 to 16;
-// 1: its own class only). Throws ValueError outside [1, 16].
-void set_best_fit_ratio(double ratio);
-double best_fit_ratio();
+// 1: its own class only). Throws ValueError outside [1, 16]. no_grad: the ratio for requests
+// made while GradMode is off (the larger of the two applies then).
+void set_best_fit_ratio(double ratio, bool no_grad = false);
+double best_fit_ratio(bool no_grad = false);
 
 // Bytes of every live storage (blocks of any size, rounded to their size class). Exact when no
 // other thread allocates or frees meanwhile.

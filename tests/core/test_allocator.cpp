@@ -211,6 +211,37 @@ TEST_CASE("allocator: a free block more than twice the request's class is not ta
   allocator::empty_cache();
 }
 
+TEST_CASE("allocator: best fit applies while no graph is recorded, with its own ratio", "[core]") {
+  CacheLimit exact_with_grad(size_t{1} << 30, 1.0);
+  const double old_no_grad = allocator::best_fit_ratio(true);
+  allocator::set_best_fit_ratio(2.0, true);
+  CHECK(allocator::best_fit_ratio(true) == 2.0);
+  CHECK(allocator::best_fit_ratio() == 1.0);
+  allocator::empty_cache();
+  void* four = allocator::allocate(4 * kMiB);
+  allocator::deallocate(four, 4 * kMiB);
+  auto before = allocator::stats();
+  void* with_grad = allocator::allocate(3 * kMiB);  // grad mode on: its own class only
+  CHECK(allocator::stats().misses == before.misses + 1);
+  {
+    NoGradGuard no_grad;
+    before = allocator::stats();
+    void* without = allocator::allocate(3 * kMiB);  // the free 4 MiB block
+    CHECK(without == four);
+    CHECK(allocator::stats().fit_hits == before.fit_hits + 1);
+    allocator::deallocate(without, 3 * kMiB);
+    allocator::set_best_fit_ratio(1.0, true);  // and off again
+    before = allocator::stats();
+    void* off = allocator::allocate(3 * kMiB);
+    CHECK(allocator::stats().misses == before.misses + 1);
+    allocator::deallocate(off, 3 * kMiB);
+  }
+  allocator::deallocate(with_grad, 3 * kMiB);
+  CHECK_THROWS_AS(allocator::set_best_fit_ratio(20.0, true), ValueError);
+  allocator::set_best_fit_ratio(old_no_grad, true);
+  allocator::empty_cache();
+}
+
 TEST_CASE("allocator: a best-fit block freed past the cache limit leaves with its real size",
           "[core]") {
   CacheLimit limit(size_t{1} << 30);
