@@ -39,8 +39,8 @@ template <bool IsMax, class T>
 }
 
 // The max (IsMax) or min of p[0, n) ignoring NaNs, and whether there is a NaN: a reduction
-// OpenMP's simd vectorises (the compare-and-select chain of extreme_index waits on itself and
-// does not: 0.32 ms for (900, 512) along either dim, Zen 4).
+// OpenMP's simd vectorises. One running (value, position) per row waited on itself at every
+// element and did not vectorise: 0.32 ms for (900, 512) along dim 1, 0.69 along dim 0, Zen 4.
 template <bool IsMax, class T>
 T extreme_value(const T* p, int64_t n, int& has_nan) {
   T m = p[0];
