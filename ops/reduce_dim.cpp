@@ -2,6 +2,7 @@
 // (where, eq, reshape, the scans themselves), so gradients of gradients work.
 #include "nabla/ops/reduce_dim.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "nabla/core/autograd.h"
@@ -15,24 +16,97 @@
 namespace nabla {
 namespace {
 
-// Position of the max (IsMax) or min among p[0], p[stride], ..., p[(n-1) stride], n >= 1.
-// A NaN wins (the first one); otherwise the first of tied values wins.
+// v != v, written so that it vectorises; false for integers.
+template <class T>
+[[gnu::always_inline]] inline bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
+// True if v takes best's place: strictly larger (IsMax) or smaller, or the first NaN (a NaN is
+// never replaced). Written with & and | so that the loops below vectorise.
 template <bool IsMax, class T>
-int64_t extreme_index(const T* p, int64_t n, int64_t stride) {
-  int64_t best = 0;
-  T best_v = p[0];
-  if constexpr (std::is_floating_point_v<T>)
-    if (std::isnan(best_v)) return 0;
-  for (int64_t k = 1; k < n; ++k) {
-    const T v = p[k * stride];
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(v)) return k;
-    if (IsMax ? v > best_v : v < best_v) {
-      best_v = v;
-      best = k;
+[[gnu::always_inline]] inline bool replaces(T v, T best) {
+  const bool better = IsMax ? v > best : v < best;
+  if constexpr (std::is_floating_point_v<T>) {
+    return better | (is_nan(v) & !is_nan(best));
+  } else {
+    return better;
+  }
+}
+
+// The max (IsMax) or min of p[0, n) ignoring NaNs, and whether there is a NaN: a reduction
+// OpenMP's simd vectorises. One running (value, position) per row waited on itself at every
+// element and did not vectorise: 0.32 ms for (900, 512) along dim 1, 0.69 along dim 0, Zen 4.
+template <bool IsMax, class T>
+T extreme_value(const T* p, int64_t n, int& has_nan) {
+  T m = p[0];
+  int nan = 0;  // an int: GCC 12 does not vectorise a bool reduction
+  if constexpr (IsMax) {
+#pragma omp simd reduction(max : m) reduction(| : nan)
+    for (int64_t k = 0; k < n; ++k) {
+      m = p[k] > m ? p[k] : m;
+      nan |= is_nan(p[k]);
+    }
+  } else {
+#pragma omp simd reduction(min : m) reduction(| : nan)
+    for (int64_t k = 0; k < n; ++k) {
+      m = p[k] < m ? p[k] : m;
+      nan |= is_nan(p[k]);
     }
   }
-  return best;
+  has_nan = nan;
+  return m;
+}
+
+// Position of the max (IsMax) or min of p[0, n), n >= 1: the first NaN if there is one (NaN
+// propagates), else the first of tied values (PyTorch's argmax). Two vectorised passes: the
+// extreme value, then the first position holding it, found 32 at a time.
+template <bool IsMax, class T>
+int64_t extreme_index_contiguous(const T* p, int64_t n) {
+  int has_nan = 0;
+  const T m = extreme_value<IsMax>(p, n, has_nan);
+  if (has_nan) {
+    for (int64_t k = 0; k < n; ++k)
+      if (is_nan(p[k])) return k;
+  }
+  constexpr int64_t kBlock = 32;
+  int64_t k0 = 0;
+  for (; k0 + kBlock <= n; k0 += kBlock) {
+    int hit = 0;
+#pragma omp simd reduction(| : hit)
+    for (int64_t k = k0; k < k0 + kBlock; ++k) hit |= p[k] == m;
+    if (hit) break;
+  }
+  for (int64_t k = k0; k < n; ++k)
+    if (p[k] == m) return k;
+  return 0;  // not reached: m is one of p's values
+}
+
+// extreme_index of up to kColumns neighbouring columns at once, p[k * inner + c] for
+// c < width: one running extreme per column, each step k a unit-stride run.
+constexpr int64_t kColumns = 64;
+
+template <bool IsMax, class T>
+void extreme_index_columns(const T* p, int64_t n, int64_t inner, int64_t width, int64_t* at_out) {
+  T best[kColumns];
+  int64_t at[kColumns];
+  for (int64_t c = 0; c < width; ++c) {
+    best[c] = p[c];
+    at[c] = 0;
+  }
+  for (int64_t k = 1; k < n; ++k) {
+    const T* row = p + k * inner;
+    for (int64_t c = 0; c < width; ++c) {
+      const bool take = replaces<IsMax>(row[c], best[c]);
+      best[c] = take ? row[c] : best[c];
+      at[c] = take ? k : at[c];
+    }
+  }
+  for (int64_t c = 0; c < width; ++c) at_out[c] = at[c];
 }
 
 // Shape of a reduction of x over one (already wrapped) dim.
@@ -63,12 +137,26 @@ ValuesIndices extreme_along(const char* op, const Tensor& x, int64_t dim, bool k
     const T* xp = xc.data_ptr<T>();
     T* vp = r.values.data_ptr<T>();
     int64_t* ip = r.indices.data_ptr<int64_t>();
-    parallel_for(l.rows(), l.n, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j) {  // row j gives output element j
-        const T* p = xp + l.row_start(j);
-        const int64_t k = extreme_index<IsMax>(p, l.n, l.inner);
-        ip[j] = k;
-        vp[j] = p[k * l.inner];
+    if (l.inner == 1) {
+      parallel_for(l.rows(), l.n, [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) {  // row j gives output element j
+          const T* p = xp + j * l.n;
+          ip[j] = extreme_index_contiguous<IsMax>(p, l.n);
+          vp[j] = p[ip[j]];
+        }
+      });
+      return;
+    }
+    // Along an outer dim: kColumns neighbouring outputs at a time.
+    const int64_t groups = (l.inner + kColumns - 1) / kColumns;
+    parallel_for(l.outer * groups, l.n * kColumns, [&](int64_t b, int64_t e) {
+      for (int64_t g = b; g < e; ++g) {
+        const int64_t o = g / groups, c0 = g % groups * kColumns;
+        const int64_t width = std::min(kColumns, l.inner - c0);
+        const int64_t first = o * l.inner + c0;  // output element of column c0
+        const T* p = xp + o * l.n * l.inner + c0;
+        extreme_index_columns<IsMax>(p, l.n, l.inner, width, ip + first);
+        for (int64_t c = 0; c < width; ++c) vp[first + c] = p[ip[first + c] * l.inner + c];
       }
     });
   });
@@ -83,7 +171,7 @@ int64_t extreme_flat_index(const char* op, const Tensor& x) {
                                  shape_str(x.shape())));
   Tensor xc = x.detach().contiguous();
   return dispatch_numeric(x.dtype(), op, [&](auto tag) {
-    return extreme_index<IsMax>(xc.data_ptr<decltype(tag)>(), xc.numel(), 1);
+    return extreme_index_contiguous<IsMax>(xc.data_ptr<decltype(tag)>(), xc.numel());
   });
 }
 

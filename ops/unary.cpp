@@ -29,7 +29,9 @@ Tensor exp(const Tensor& x) {
     return reduced::in_float32(
         "exp", [](const Tensor& x32) { return exp(x32); }, x);
   inspect::OpScope op_scope("exp", {&x});
-  Tensor y = kernels::map_float("exp", x, [](auto v) { return std::exp(v); });
+  // float32 on vec_math's full-range exp, which vectorises (libm's expf, one element at a time:
+  // 1.5 ms for 460K elements, Zen 4); float64 on libm.
+  Tensor y = kernels::map_float("exp", x, [](auto v) { return vec_math::exp_full_range_t(v); });
   if (auto node = make_node<ExpBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
     set_history(y, node);
