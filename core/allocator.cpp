@@ -82,20 +82,14 @@ struct FreeBlock {
   uint64_t freed_at;  // the allocation clock (bytes allocated so far) when it was freed
 };
 
-// A miss in its class may take the smallest free block of at most best_fit_ratio() times the
-// class, or best_fit_ratio_no_grad() while no graph is recorded: encoder_infer's 1-4 MB buffers
-// are live at different times, and exact-class reuse held 17 MB of blocks for 10 MB of live
-// tensors (docs/perf.md, "Inference: weights packed once"). Without a graph a buffer dies within
-// an op or two, so the block it took is soon back; in training it may be saved for backward.
+// A miss may take a free block of up to ratio x its class (allocator.h: which ratio, and why).
 bool valid_fit_ratio(double ratio) { return ratio >= 1.0 && ratio <= 16.0; }  // false for NaN
 double ratio_from_env(const char* name, double fallback) {  // unreadable or out of range: fallback
-  const char* r = std::getenv(name);
-  const double ratio = r ? std::strtod(r, nullptr) : fallback;
+  const double ratio = std::getenv(name) ? std::strtod(std::getenv(name), nullptr) : fallback;
   return valid_fit_ratio(ratio) ? ratio : fallback;
 }
 std::atomic<double> fit_ratio{ratio_from_env("NABLA_BEST_FIT_RATIO", 1.0)};
 std::atomic<double> no_grad_fit_ratio{ratio_from_env("NABLA_BEST_FIT_RATIO_NO_GRAD", 2.0)};
-
 struct Cache {
   std::mutex mutex;
   std::map<size_t, std::vector<FreeBlock>> free_blocks;  // block bytes -> oldest first
