@@ -8,13 +8,14 @@
 namespace nabla {
 namespace {
 
-// d[i * d_row + j] = s[i + j * s_col] for rows [row_begin, row_end) and j < cols: a transposed
+// d[i * d_row + j] = D(s[i + j * s_col]) for rows [row_begin, row_end) and j < cols: a transposed
 // copy. Element by element, either the reads or the writes jump a row per element (x.t() of a
 // (900, 512) float tensor: 1.0 ms, Zen 4). In Tile x Tile blocks through a buffer, both sides
 // are unit-stride runs (GCC vectorises the two small fixed loops) and a block stays in L1.
-// U is an unsigned integer of the element's size: the bits are moved, not converted.
-template <class U, int Tile>
-void transpose_rows(U* d, const U* s, int64_t row_begin, int64_t row_end, int64_t cols,
+// Same dtype: D = S = an unsigned integer of the element's size, so the bits move unconverted.
+// Floating dtypes that differ convert on the way out, exactly as the generic loop's static_cast.
+template <class D, class S, int Tile>
+void transpose_rows(D* d, const S* s, int64_t row_begin, int64_t row_end, int64_t cols,
                     int64_t d_row, int64_t s_col) {
   for (int64_t i0 = row_begin; i0 < row_end; i0 += Tile) {
     const int64_t i_end = std::min(row_end, i0 + Tile);
@@ -22,22 +23,26 @@ void transpose_rows(U* d, const U* s, int64_t row_begin, int64_t row_end, int64_
       const int64_t j_end = std::min(cols, j0 + Tile);
       if (i_end - i0 < Tile || j_end - j0 < Tile) {  // an edge: what is left, one by one
         for (int64_t i = i0; i < i_end; ++i)
-          for (int64_t j = j0; j < j_end; ++j) d[i * d_row + j] = s[i + j * s_col];
+          for (int64_t j = j0; j < j_end; ++j) d[i * d_row + j] = static_cast<D>(s[i + j * s_col]);
         continue;
       }
-      U block[Tile][Tile];
+      S block[Tile][Tile];
       for (int j = 0; j < Tile; ++j)
         for (int i = 0; i < Tile; ++i) block[j][i] = s[(i0 + i) + (j0 + j) * s_col];
       for (int i = 0; i < Tile; ++i)
-        for (int j = 0; j < Tile; ++j) d[(i0 + i) * d_row + j0 + j] = block[j][i];
+        for (int j = 0; j < Tile; ++j) d[(i0 + i) * d_row + j0 + j] = static_cast<D>(block[j][i]);
     }
   }
 }
 
-// A same-dtype copy whose last two (merged) dims are transposed: dst unit-stride along the last,
-// src along the one before. Runs it tile by tile and returns true; false for any other layout.
+// A copy whose last two (merged) dims are transposed: dst unit-stride along the last, src along
+// the one before, the same dtype or two floating ones (x.t().to(kFloat64) of a (900, 512) float
+// tensor, one thread: 0.99 -> 0.21 ms, Zen 4). Runs it tile by tile and returns true; false for
+// any other layout or dtype pair.
 bool copy_transposed(const Tensor& dst, const Tensor& src, const std::array<Shape, 2>& st) {
-  if (dst.dtype() != src.dtype() || all_row_major<2>(dst.shape(), st)) return false;
+  const bool same = dst.dtype() == src.dtype();
+  if (!same && !(is_floating(dst.dtype()) && is_floating(src.dtype()))) return false;
+  if (all_row_major<2>(dst.shape(), st)) return false;
   const StridedLayout<2> lay = merge_dims<2>(dst.shape(), st);
   const size_t nd = lay.shape.size();
   if (nd < 2) return false;
@@ -49,11 +54,12 @@ bool copy_transposed(const Tensor& dst, const Tensor& src, const std::array<Shap
   const int64_t rows = lay.shape[nd - 2], cols = lay.shape[nd - 1];
   int64_t batch = 1;
   for (size_t k = 0; k + 2 < nd; ++k) batch *= lay.shape[k];
-  auto run = [&](auto unit, auto tile) {
-    using U = decltype(unit);
+  auto run = [&](auto dst_unit, auto src_unit, auto tile) {
+    using D = decltype(dst_unit);
+    using S = decltype(src_unit);
     constexpr int kTile = decltype(tile)::value;
-    U* d = static_cast<U*>(dst.storage()->data()) + dst.offset();
-    const U* s = static_cast<const U*>(src.storage()->data()) + src.offset();
+    D* d = static_cast<D*>(dst.storage()->data()) + dst.offset();
+    const S* s = static_cast<const S*>(src.storage()->data()) + src.offset();
     const int64_t row_tiles = (rows + kTile - 1) / kTile;
     parallel_for(batch * row_tiles, kTile * cols, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
@@ -64,23 +70,30 @@ bool copy_transposed(const Tensor& dst, const Tensor& src, const std::array<Shap
           rem /= lay.shape[k];
         }
         const int64_t r0 = t % row_tiles * kTile;
-        transpose_rows<U, kTile>(d + d_off, s + s_off, r0, std::min(rows, r0 + kTile), cols,
-                                 ds[nd - 2], ss[nd - 1]);
+        transpose_rows<D, S, kTile>(d + d_off, s + s_off, r0, std::min(rows, r0 + kTile), cols,
+                                    ds[nd - 2], ss[nd - 1]);
       }
     });
   };
+  if (!same) {
+    dispatch_floating(dst.dtype(), "copy", [&](auto d) {
+      dispatch_floating(src.dtype(), "copy",
+                        [&](auto s) { run(d, s, std::integral_constant<int, 8>{}); });
+    });
+    return true;
+  }
   switch (dtype_size(dst.dtype())) {
     case 1:
-      run(uint8_t{}, std::integral_constant<int, 16>{});
+      run(uint8_t{}, uint8_t{}, std::integral_constant<int, 16>{});
       return true;
     case 2:
-      run(uint16_t{}, std::integral_constant<int, 16>{});
+      run(uint16_t{}, uint16_t{}, std::integral_constant<int, 16>{});
       return true;
     case 4:
-      run(uint32_t{}, std::integral_constant<int, 8>{});
+      run(uint32_t{}, uint32_t{}, std::integral_constant<int, 8>{});
       return true;
     case 8:
-      run(uint64_t{}, std::integral_constant<int, 8>{});
+      run(uint64_t{}, uint64_t{}, std::integral_constant<int, 8>{});
       return true;
     default:
       return false;

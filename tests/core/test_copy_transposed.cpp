@@ -74,9 +74,35 @@ TEST_CASE("copy_ and to() through transposed layouts match the strided elements"
   Tensor dst_t = zeros({37, 23});
   dst_t.t().copy_(x.t());  // a transposed destination: the generic path
   CHECK(strided_bytes(dst_t) == strided_bytes(x));
-  const Tensor widened = x.t().to(kFloat64);  // a conversion: the generic path
+  const Tensor widened = x.t().to(kFloat64);  // a conversion: the tile path
   CHECK(strided_bytes(widened.to(kFloat32)) == strided_bytes(x.t()));
+  const Tensor counts = x.t().to(kInt64);  // not floating: the generic path
+  CHECK(strided_bytes(counts) == strided_bytes(x.t().contiguous().to(kInt64)));
   CHECK(strided_bytes(x.t().clone()) == strided_bytes(x.t()));
+}
+
+// The tile path converts each element as the generic loop does: the same bits as a same-dtype
+// transpose followed by a contiguous conversion, for every pair of floating dtypes, including
+// values that round (float64 to the 16-bit types), overflow to inf, and NaN.
+TEST_CASE("transposed conversions between floating dtypes equal transpose then convert", "[core]") {
+  const std::vector<DType> floating = {kFloat32, kFloat64, kBFloat16, kFloat16};
+  uint64_t seed = 100;
+  for (DType from : floating) {
+    for (const Shape& s : std::vector<Shape>{{17, 33}, {1, 9}, {0, 4}, {3, 19, 21}, {64, 9}}) {
+      Tensor x = mul(random_of(kFloat64, s, seed++), 3e4).to(from);  // some overflow float16
+      if (x.numel() > 0) x.view({-1}).narrow(0, 0, 1).fill_(std::nan(""));
+      const Tensor view = x.transpose(-1, -2);
+      for (DType to : floating) {
+        INFO(dtype_name(from) << " -> " << dtype_name(to) << ", shape " << shape_str(s));
+        const Tensor converted = view.to(to);
+        if (from != to) CHECK(converted.is_contiguous());  // to() of its own dtype is x itself
+        CHECK(strided_bytes(converted) == strided_bytes(view.contiguous().to(to)));
+      }
+    }
+  }
+  const Tensor batch = random_of(kFloat32, {6, 40, 34}, seed);  // strides from slicing
+  const Tensor sliced = batch.slice(2, 1, 33, 2).transpose(1, 2);
+  CHECK(strided_bytes(sliced.to(kBFloat16)) == strided_bytes(sliced.contiguous().to(kBFloat16)));
 }
 
 }  // namespace NABLA_UNITY_ID
