@@ -43,16 +43,24 @@ namespace {
 //   encoder_infer's products, 1.5x on the classifier head (32 x 128 x 10, 0.08 MFLOP); from
 //   0.5 MFLOP leaves room for the per-call cost around it. The avx2 and generic rows keep
 //   OpenBLAS until measured.
-// The attention path is the same in every row: the fused kernel loses to materialising the
-// weights on short heads (inference, L * S <= 64 * 64, measured on the Xeon) through its per-tile
-// bookkeeping, which runs at the same vector width as the materialised softmax, so the crossover
-// should not move with the ISA. Its key tile is keyed by the L2 instead (key_tile_for).
-// The small-head attention path (ops/kernels/small_gemm.h: register tiles instead of one BLAS call
-// per product) is off in every row: on the busy 2-core AMD EPYC Zen 4 (2026-11-26) it took
-// 1.33-1.42 s of CPU against 1.20-1.25 s with OpenBLAS for 150 forward + backward passes of 512
-// heads of 50 x 16 (bench_attention, one thread): OpenBLAS 0.3.21 already runs these shapes on its
-// own small-matrix kernels (sgemm_small_kernel_*, docs/perf.md). NABLA_SMALL_ATTENTION=on turns
-// it on for heads up to 128 tokens and head dim 32.
+// The attention path: in the avx512 row the fused kernel loses to materialising the weights on
+// short heads (inference, L * S <= 64 * 64, measured on the Xeon) through its per-tile
+// bookkeeping. In the avx2 row, with both paths' products on small_gemm, the fused kernel won:
+// encoder_infer 10.8-11.0 against 12.3-12.5 ms materialised (AVX2 proxy on the Zen 4, alternated,
+// 2026-11-27). The key tile is keyed by the L2 (key_tile_for).
+// small_gemm (ops/kernels/small_gemm.h: register tiles instead of one BLAS call per product), for
+// every product up to 64 x 64 x 64 and for short attention heads, is on in the avx2 row and off in
+// the others. OpenBLAS 0.3.21's HASWELL and ZEN
+// targets have no small-matrix kernels and pack both operands on every call; on the quiet 2-core
+// AMD EPYC Zen 4 with OpenBLAS held to its Zen target and nabla built for znver3 (2026-11-27, two
+// threads each running products of 128-256 different heads) small_gemm took 0.55-0.77 of
+// OpenBLAS's time on encoder_small's (64, 32) heads and vit_small's (50, 16), 0.85 on 64 x 64 x
+// 64, and 0.74-0.80 on encoder_large's tiles of 256 keys except their (64, 32) x (32, 256)^T score
+// product (1.15). On AVX-512 OpenBLAS sends these shapes to its own small-matrix kernels (SKYLAKEX,
+// COOPERLAKE), which took 0.71-0.91 of small_gemm's time (docs/perf.md). small_gemm's vectors are
+// as wide as the build's registers: a build without AVX (plain x86-64) would run it at 4 lanes, so
+// there the avx2 row keeps OpenBLAS.
+// NABLA_SMALL_ATTENTION=on|off overrides the row.
 // Autocast attention's oneDNN threshold (64 x 64 x 32 multiply-adds a head) is the same in every
 // row: only CPUs with native bf16 dot products take oneDNN at all, and those have AVX-512. It was
 // measured on the quiet 2-core AMD EPYC Zen 4 (2026-11-26): vit_small's heads (50 tokens x head
@@ -60,9 +68,18 @@ namespace {
 // 107 ms in float32.
 
 constexpr int64_t kQueryTile = 64;  // queries per tile, ops/kernels/attention.cpp
-// The heads NABLA_SMALL_ATTENTION=on gives small_gemm: one query tile, the head dims of ViTs and
-// small encoders.
-constexpr int64_t kSmallAttentionMaxTokens = 128, kSmallAttentionMaxHeadDim = 32;
+// The heads small_gemm takes when on: up to one key tile of the largest size (the products never
+// exceed a query tile by a key tile whatever L and S) and head dims up to 64, where the measured
+// shapes end.
+constexpr int64_t kSmallAttentionMaxTokens = 256, kSmallAttentionMaxHeadDim = 64;
+// Products small_gemm takes anywhere when on: up to 64 x 64 x 64, the largest measured shape
+// that all three operand layouts won.
+constexpr int64_t kSmallGemmMaxMacs = 64 * 64 * 64;
+#if defined(__AVX__)
+constexpr bool kBuildHasAvx = true;
+#else
+constexpr bool kBuildHasAvx = false;
+#endif
 constexpr int64_t kHeadDimForTiles = 64;
 
 // FlashAttention's rule (Dao et al., 2022, Algorithm 1: block sizes from the on-chip memory
@@ -85,6 +102,19 @@ struct State {
   Profile startup;
   std::string origin;  // how the startup row was chosen
 };
+
+// An on|off switch in the environment: 1 or 0, noted in `origin`; -1 when unset or unreadable.
+int env_on_off(const char* name, std::string& origin) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return -1;
+  const std::string_view v(env);
+  if (v != "on" && v != "off") {
+    origin += fmt::format(", {}='{}' ignored (on or off)", name, v);
+    return -1;
+  }
+  origin += fmt::format(", {}={}", name, v);
+  return v == "on" ? 1 : 0;
+}
 
 State make_state() {
   State s;
@@ -120,15 +150,11 @@ State make_state() {
       s.origin += fmt::format(", NABLA_INFERENCE_GEMM='{}' ignored (openblas or onednn)", v);
     }
   }
-  if (const char* env = std::getenv("NABLA_SMALL_ATTENTION"); env != nullptr && *env != '\0') {
-    const std::string_view v(env);
-    if (v == "on" || v == "off") {
-      s.startup.attention_small_max_tokens = v == "on" ? kSmallAttentionMaxTokens : 0;
-      s.startup.attention_small_max_head_dim = v == "on" ? kSmallAttentionMaxHeadDim : 0;
-      s.origin += fmt::format(", NABLA_SMALL_ATTENTION={}", v);
-    } else {
-      s.origin += fmt::format(", NABLA_SMALL_ATTENTION='{}' ignored (on or off)", v);
-    }
+  if (const int on = env_on_off("NABLA_SMALL_GEMM", s.origin); on >= 0)
+    s.startup.small_gemm_max_macs = on ? kSmallGemmMaxMacs : 0;
+  if (const int on = env_on_off("NABLA_SMALL_ATTENTION", s.origin); on >= 0) {
+    s.startup.attention_small_max_tokens = on ? kSmallAttentionMaxTokens : 0;
+    s.startup.attention_small_max_head_dim = on ? kSmallAttentionMaxHeadDim : 0;
   }
   return s;
 }
@@ -178,7 +204,8 @@ Profile make_profile(Isa isa, const Caches& caches) {
   p.caches = caches;
   p.attention_key_tile = key_tile_for(caches.l2);
   p.attention_materialize_max_scores = 64 * 64;
-  p.attention_small_max_tokens = 0;  // off in every row until it wins (see the table's notes)
+  p.small_gemm_max_macs = 0;          // on in the avx2 row only (see the table's notes)
+  p.attention_small_max_tokens = 0;
   p.attention_small_max_head_dim = 0;
   p.autocast_attention_onednn_min_macs = 64 * 64 * 32;
   switch (isa) {
@@ -192,6 +219,12 @@ Profile make_profile(Isa isa, const Caches& caches) {
       p.parallel_grain = 131072;
       p.gemm_min_split_flop = int64_t{1} << 20;
       p.gemm_block_align = 8;
+      if (kBuildHasAvx) {
+        p.small_gemm_max_macs = kSmallGemmMaxMacs;
+        p.attention_materialize_max_scores = 0;  // the fused kernel on small_gemm wins (above)
+        p.attention_small_max_tokens = kSmallAttentionMaxTokens;
+        p.attention_small_max_head_dim = kSmallAttentionMaxHeadDim;
+      }
       break;
     case Isa::Generic:
       p.parallel_grain = 65536;
@@ -284,13 +317,14 @@ std::string describe(const Profile& p) {
   if (p.simd != p.isa) simd += fmt::format(" (the CPU lacks {})", isa_name(p.isa));
   return fmt::format(
       "machine profile {} ({}; L1d {}, L2 {}, L3 {}): parallel grain {}, GEMM split from {} "
-      "FLOP in blocks of {}, attention key tile {}, small attention heads up to {} tokens and head "
-      "dim {}, materialised attention up to {} scores, "
+      "FLOP in blocks of {}, products up to {} multiply-adds on register tiles, attention key tile "
+      "{}, small attention heads up to {} tokens and head dim {}, materialised attention up to {} "
+      "scores, "
       "inference linear {}, autocast attention on oneDNN from {} multiply-adds a head, SIMD "
       "paths {}",
       isa_name(p.isa), startup ? state().origin : std::string("forced"), bytes_str(p.caches.l1d),
       bytes_str(p.caches.l2), bytes_str(p.caches.l3), p.parallel_grain, p.gemm_min_split_flop,
-      p.gemm_block_align, p.attention_key_tile, p.attention_small_max_tokens,
+      p.gemm_block_align, p.small_gemm_max_macs, p.attention_key_tile, p.attention_small_max_tokens,
       p.attention_small_max_head_dim, p.attention_materialize_max_scores,
       p.prepacked_linear_min_flop < 0
           ? std::string("OpenBLAS")

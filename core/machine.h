@@ -37,10 +37,13 @@ struct Profile {
   int64_t gemm_block_align = 0;
   // Keys per tile of the fused attention kernels (ops/kernels/attention.cpp).
   int64_t attention_key_tile = 0;
+  // blas::gemm runs products of at most this many multiply-adds (M N K) on small_gemm's register
+  // tiles (ops/kernels/small_gemm.h) instead of OpenBLAS; 0 never. NABLA_SMALL_GEMM=on|off in the
+  // environment sets 64 x 64 x 64, or 0.
+  int64_t small_gemm_max_macs = 0;
   // The fused attention kernels compute heads of at most this many queries and keys and this
-  // head dim with small_gemm's register tiles instead of one BLAS call per product
-  // (ops/kernels/small_gemm.h); 0 never (every row, for now). NABLA_SMALL_ATTENTION=on|off in
-  // the environment sets 128 and 32, or 0.
+  // head dim with small_gemm whatever the products' size; 0 never. NABLA_SMALL_ATTENTION=on|off
+  // in the environment sets 256 and 64, or 0.
   int64_t attention_small_max_tokens = 0;
   int64_t attention_small_max_head_dim = 0;
   // MultiheadAttention in inference materialises the weights when L * S is at most this

@@ -1,6 +1,7 @@
-// The one place nabla calls BLAS. A product big enough to share is split by us into one block of
-// rows (or columns) per thread, each a single-threaded OpenBLAS call, instead of being handed to
-// OpenBLAS's own threading.
+// The one place nabla calls BLAS (and, where the machine profile says so, small_gemm for small
+// products). A product big enough to share is split by us into one block of rows (or columns) per
+// thread, each a single-threaded OpenBLAS call, instead of being handed to OpenBLAS's own
+// threading.
 //
 // NOTE: measured on the 2-core host, OpenBLAS 0.3.21 (SkylakeX kernels), one call threaded by
 // OpenBLAS vs the split (time ratio split / OpenBLAS): the model shapes with K <= 1024 (2048 rows
@@ -27,6 +28,7 @@
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/core/machine.h"
 #include "nabla/core/parallel.h"
+#include "nabla/ops/kernels/small_gemm.h"
 
 namespace nabla::blas {
 namespace {
@@ -111,6 +113,14 @@ void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, cons
   }
 }
 
+// Whether the machine profile sends this product to small_gemm's register tiles: on AVX2
+// OpenBLAS packs both operands on every call, which costs more than the work in small products
+// (core/machine.cpp). k == 0 stays with the BLAS path's own handling.
+bool small_product(int64_t m, int64_t n, int64_t k) {
+  const int64_t max = machine::profile().small_gemm_max_macs;
+  return max > 0 && k > 0 && m <= max && n <= max && m * n <= max && m * n * k <= max;
+}
+
 void check_sizes(std::initializer_list<int64_t> sizes) {
   for (int64_t v : sizes) (void)to_blas(v);  // here, so that nothing throws inside the region
 }
@@ -122,6 +132,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   check_sizes({m, n, k, lda, ldb, ldc});
   inspect::GemmScope scope(m, n, k, dtype_of<T>());
+  if (small_product(m, n, k)) {
+    kernels::small_gemm::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   for_each_block(m, n, k, [&](bool rows, int64_t p0, int64_t p1) {
     gemm_block<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, rows, p0, p1);
   });
@@ -132,6 +146,11 @@ void gemm_onto_bias(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* 
                     const T* b, int64_t ldb, const T* bias, T* c, int64_t ldc) {
   check_sizes({m, n, k, lda, ldb, ldc});
   inspect::GemmScope scope(m, n, k, dtype_of<T>());
+  if (small_product(m, n, k)) {
+    for (int64_t r = 0; r < m; ++r) std::copy(bias, bias + n, c + r * ldc);
+    kernels::small_gemm::gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(1), c, ldc);
+    return;
+  }
   for_each_block(m, n, k, [&](bool rows, int64_t p0, int64_t p1) {
     const int64_t r0 = rows ? p0 : 0, r1 = rows ? p1 : m, c0 = rows ? 0 : p0, c1 = rows ? n : p1;
     for (int64_t r = r0; r < r1; ++r) std::copy(bias + c0, bias + c1, c + r * ldc + c0);

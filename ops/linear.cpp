@@ -20,6 +20,7 @@
 #include "nabla/ops/kernels/kernels.h"
 #include "nabla/ops/kernels/linear.h"
 #include "nabla/ops/linalg.h"
+#include "nabla/ops/pointwise.h"
 #include "nabla/ops/reduce.h"
 #include "nabla/ops/reduced_float.h"
 #include "nabla/ops/unary.h"
@@ -152,11 +153,14 @@ T activation_value(T z, LinearActivation act) {
   return gelu_math::gelu_value(
       z, act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh);
 }
+// g * d act / dz; ReLU passes g where y > 0 and gives 0 elsewhere, also for an inf or NaN g
+// (PyTorch's threshold_backward, and relu's own backward).
 template <class T>
-T activation_derivative(T saved, LinearActivation act) {
-  if (act == LinearActivation::ReLU) return saved > 0 ? T(1) : T(0);
-  return gelu_math::gelu_derivative(
-      saved, act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh);
+T activation_grad(T g, T saved, LinearActivation act) {
+  if (act == LinearActivation::ReLU) return saved > 0 ? g : T(0);
+  return g * gelu_math::gelu_derivative(saved, act == LinearActivation::GELU
+                                                   ? GeluApproximate::None
+                                                   : GeluApproximate::Tanh);
 }
 
 // y = act(z) over contiguous (M, out) tensors (y may be z).
@@ -179,7 +183,7 @@ void activation_backward_reference(const Tensor& g, const Tensor& saved, const T
     const T* gp = g.data_ptr<T>();
     const T* sp = saved.data_ptr<T>();
     T* zp = grad_z.data_ptr<T>();
-    for (int64_t i = 0; i < rows * cols; ++i) zp[i] = gp[i] * activation_derivative(sp[i], act);
+    for (int64_t i = 0; i < rows * cols; ++i) zp[i] = activation_grad(gp[i], sp[i], act);
     if (!grad_b.defined()) return;
     for (int64_t c = 0; c < cols; ++c) {
       double acc = 0;
@@ -210,7 +214,7 @@ struct LinearActivationBackward final : Node {
       // GELU's derivative depends on z, so z is recomputed with history for higher orders.
       Tensor g2d = grad.reshape({M, out});
       if (act == LinearActivation::ReLU) {
-        grad_z = mul(g2d, gt(s, 0.0).to(g2d.dtype()));
+        grad_z = where(gt(s, 0.0), g2d, 0.0);
       } else {
         Tensor z = linear(x.get(), weight.get(), bias.defined() ? bias.get() : Tensor());
         grad_z = gelu_backward(

@@ -1,6 +1,8 @@
 // exp, tanh and erf for float32 written as plain arithmetic and always inlined, so that the
 // compiler vectorises the loops that call them (libm's expf/erff are opaque calls, one element at a
-// time). float64 keeps libm: gradcheck runs in float64 and wants the last digit.
+// time). Their clamps and selects vectorise on AVX2 only because the build says floating point
+// never traps (-fno-trapping-math, CMakeLists.txt). float64 keeps libm: gradcheck runs in float64
+// and wants the last digit.
 #pragma once
 #include <bit>
 #include <cmath>

@@ -20,14 +20,18 @@ template <class T, LinearActivation A>
   }
 }
 
-// d act / dz, from z (GELU) or from y = relu(z) (ReLU).
+// g * d act / dz, from z (GELU) or from y = relu(z) (ReLU). ReLU selects instead of
+// multiplying by 0 or 1: PyTorch's threshold_backward rule (an inf or NaN gradient where y = 0
+// gives 0), and a select vectorises on AVX2, where GCC turned g * (y > 0 ? 1 : 0) into a branch
+// per element (no masked multiply before AVX-512): 2.1 ms for a (2048, 512) block, 10% of
+// encoder_small's step on an AVX2 build.
 template <class T, LinearActivation A>
-[[gnu::always_inline]] inline T activation_derivative(T saved) {
+[[gnu::always_inline]] inline T activation_grad(T g, T saved) {
   if constexpr (A == LinearActivation::ReLU) {
-    return saved > 0 ? T(1) : T(0);
+    return saved > 0 ? g : T(0);
   } else {
-    return gelu_derivative < A == LinearActivation::GELU ? GeluApproximate::None
-                                                         : GeluApproximate::Tanh > (saved);
+    return g * gelu_derivative < A == LinearActivation::GELU ? GeluApproximate::None
+                                                             : GeluApproximate::Tanh > (saved);
   }
 }
 
@@ -47,7 +51,7 @@ void activation_backward(const T* g, const T* saved, T* grad_z, T* grad_b, int64
         const T* __restrict gr = g + r * cols + c0;
         const T* __restrict sr = saved + r * cols + c0;
         T* __restrict zr = grad_z + r * cols + c0;
-        for (int64_t c = 0; c < n; ++c) zr[c] = gr[c] * activation_derivative<T, A>(sr[c]);
+        for (int64_t c = 0; c < n; ++c) zr[c] = activation_grad<T, A>(gr[c], sr[c]);
         if (grad_b) {
 #pragma omp simd
           for (int64_t c = 0; c < n; ++c) acc[c] += static_cast<double>(zr[c]);

@@ -66,8 +66,21 @@ TEST_CASE("machine: the table's rows", "[core]") {
   CHECK(avx2.gemm_min_split_flop == 1 << 20);
   CHECK(avx2.gemm_block_align == 8);
   CHECK(avx2.prepacked_linear_min_flop == -1);  // OpenBLAS until measured
+  // small_gemm where OpenBLAS has no small-matrix kernels, if the build has AVX registers.
+#if defined(__AVX__)
+  CHECK(avx2.small_gemm_max_macs == 64 * 64 * 64);
+  CHECK(avx2.attention_small_max_tokens == 256);
+  CHECK(avx2.attention_small_max_head_dim == 64);
+  CHECK(avx2.attention_materialize_max_scores == 0);  // the fused kernel on small_gemm
+#else
+  CHECK(avx2.small_gemm_max_macs == 0);
+  CHECK(avx2.attention_materialize_max_scores == 64 * 64);
+#endif
+  CHECK(avx512.small_gemm_max_macs == 0);
+  CHECK(avx512.attention_small_max_tokens == 0);
   const machine::Profile generic = machine::make_profile(Isa::Generic, big);
   CHECK(generic.prepacked_linear_min_flop == -1);
+  CHECK(generic.small_gemm_max_macs == 0);
   CHECK(generic.parallel_grain == 65536);
   CHECK(generic.gemm_min_split_flop == 1 << 19);
   // The key tile follows the L2: the backward's live tiles must fit it.

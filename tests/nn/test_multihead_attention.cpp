@@ -2,6 +2,7 @@
 // d2l way (W_q, W_k, W_v, W_o as the row blocks of in_proj_weight and out_proj), every mask kind,
 // layouts, gradcheck on tiny float64 configurations, fully masked rows, dropout and errors.
 #include <limits>
+#include <optional>
 
 #include "tests/helpers.h"
 
@@ -269,13 +270,23 @@ TEST_CASE("MultiheadAttention: short sequences materialise in inference only", "
     return extra >= static_cast<size_t>(B * H * T * T) * sizeof(float);
   };
   using nn::AttentionPath;
-  // Every row of the machine table materialises up to 64 x 64 scores (core/machine.cpp).
+  // The avx512 and generic rows materialise up to 64 x 64 scores (core/machine.cpp).
+  std::optional<machine::ProfileGuard> row(std::in_place, machine::Isa::Avx512);
   REQUIRE(machine::profile().attention_materialize_max_scores == 64 * 64);
   CHECK(weights_allocated(64, AttentionPath::Auto, false));
   CHECK(!weights_allocated(65, AttentionPath::Auto, false));  // just above: fused
   CHECK(!weights_allocated(64, AttentionPath::Auto, true));   // training: fused
   CHECK(!weights_allocated(64, AttentionPath::Fused, false));
   CHECK(weights_allocated(300, AttentionPath::Materialized, true));
+  row.reset();
+  {  // The avx2 row of a build with AVX fuses every head (small_gemm runs its products).
+    machine::ProfileGuard avx2(machine::Isa::Avx2);
+#if defined(__AVX__)
+    CHECK(!weights_allocated(48, AttentionPath::Auto, false));
+#else
+    CHECK(weights_allocated(48, AttentionPath::Auto, false));
+#endif
+  }
   // The profile decides: a machine whose row stops at 32 x 32 fuses T = 33 already.
   machine::Profile small = machine::profile();
   small.attention_materialize_max_scores = 32 * 32;

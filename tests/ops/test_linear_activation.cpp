@@ -1,5 +1,8 @@
 // linear_activation (linear + ReLU / GELU fused): PyTorch parity, gradcheck and gradgradcheck on
 // the standard shapes, agreement with the composite twin above the parallel grain, errors.
+#include <limits>
+
+#include "nabla/ops/kernels/kernels.h"
 #include "tests/parity.h"
 
 namespace {
@@ -77,6 +80,32 @@ TEST_CASE("linear_activation equals its composite twin", "[ops]") {
         CHECK_CLOSE(a[i], c[i], tol * 100, tol);
       }
     }
+}
+
+TEST_CASE("linear_activation's ReLU gradient is 0 where y = 0, also for inf and NaN gradients",
+          "[ops]") {
+  // PyTorch's threshold_backward rule, which relu's own backward follows: the fused op used to
+  // multiply by 0 (inf * 0 = NaN). Tuned and reference kernels, and create_graph's recorded path.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  for (DType dt : {kFloat32, kFloat64})
+    for (bool tuned : {true, false})
+      for (bool create_graph : {false, true}) {
+        INFO(dtype_name(dt) << (tuned ? " tuned" : " reference")
+                            << (create_graph ? " create_graph" : ""));
+        kernels::TunedKernelsGuard guard(tuned);
+        // x @ w^T + b = (-1, 2, -3, 4, 0): three outputs at y = 0, two kept.
+        Tensor x = from_vector<double>({1.0}, {1, 1}).to(dt).requires_grad_();
+        Tensor w = from_vector<double>({-1.0, 2.0, -3.0, 4.0, 1.0}, {5, 1}).to(dt);
+        Tensor b = from_vector<double>({0, 0, 0, 0, -1}, {5}).to(dt);
+        Tensor y = linear_activation(x, w, b, LinearActivation::ReLU);
+        Tensor g = from_vector<double>({inf, 5.0, nan, -inf, nan}, {1, 5}).to(dt);
+        Tensor gx = autograd::grad({y}, {x}, {g}, /*retain_graph=*/false, create_graph)[0];
+        Tensor ref = autograd::grad({relu(linear(x, w, b))}, {x}, {g})[0];
+        // d/dx = 5 * 2 + (-inf) * 4 = -inf: every masked term is 0, not NaN.
+        CHECK(std::isinf(gx.item<double>()));
+        CHECK(gx.item<double>() < 0);
+        CHECK(ref.item<double>() == gx.item<double>());
+      }
 }
 
 TEST_CASE("linear_activation rejects bad input naming itself", "[ops]") {
