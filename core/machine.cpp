@@ -204,7 +204,7 @@ Profile make_profile(Isa isa, const Caches& caches) {
   p.caches = caches;
   p.attention_key_tile = key_tile_for(caches.l2);
   p.attention_materialize_max_scores = 64 * 64;
-  p.small_gemm_max_macs = 0;          // on in the avx2 row only (see the table's notes)
+  p.small_gemm_max_macs = 0;  // on in the avx2 row only (see the table's notes)
   p.attention_small_max_tokens = 0;
   p.attention_small_max_head_dim = 0;
   p.autocast_attention_onednn_min_macs = 64 * 64 * 32;

@@ -74,7 +74,8 @@ void transpose_into_panel(const T* b, int64_t ldb, int64_t n, int64_t k, T* dst,
           u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], kPairHi);
         }
         for (int c = 0; c < 4; ++c) {  // columns c and c + 4 of the block
-          *reinterpret_cast<F8*>(dst + (p0 + c) * np + j0) = __builtin_shuffle(u[c], u[c + 4], kHalfLo);
+          *reinterpret_cast<F8*>(dst + (p0 + c) * np + j0) =
+              __builtin_shuffle(u[c], u[c + 4], kHalfLo);
           *reinterpret_cast<F8*>(dst + (p0 + c + 4) * np + j0) =
               __builtin_shuffle(u[c], u[c + 4], kHalfHi);
         }
@@ -127,8 +128,8 @@ template <class T, int kVecs, int kTileRows>
 
 // Rows [i0, i0 + kTileRows) of C, every column: tiles of two vectors, then one if a vector is left.
 template <class T, int kTileRows>
-void row_of_tiles(const ARows<T>& op_a, int64_t i0, const T* pb, int64_t ldp, int64_t n,
-                  int64_t np, int64_t k, T alpha, T beta, T* c, int64_t ldc) {
+void row_of_tiles(const ARows<T>& op_a, int64_t i0, const T* pb, int64_t ldp, int64_t n, int64_t np,
+                  int64_t k, T alpha, T beta, T* c, int64_t ldc) {
   constexpr int64_t L = kLanes<T>;
   int64_t j0 = 0;
   for (; j0 + L < np; j0 += 2 * L)
@@ -165,16 +166,14 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
     ldp = np;
   }
   const ARows<T> op_a{a, ta ? 1 : lda, ta ? lda : 1};
-  for (int64_t i0 = 0; i0 < m; i0 += kRows) {
-    switch (std::min(kRows, m - i0)) {  // the last rows get a tile of their own height
-      case 1: row_of_tiles<T, 1>(op_a, i0, pb, ldp, n, np, k, alpha, beta, c, ldc); break;
-      case 2: row_of_tiles<T, 2>(op_a, i0, pb, ldp, n, np, k, alpha, beta, c, ldc); break;
-      case 3: row_of_tiles<T, 3>(op_a, i0, pb, ldp, n, np, k, alpha, beta, c, ldc); break;
-      case 4: row_of_tiles<T, 4>(op_a, i0, pb, ldp, n, np, k, alpha, beta, c, ldc); break;
-      case 5: row_of_tiles<T, 5>(op_a, i0, pb, ldp, n, np, k, alpha, beta, c, ldc); break;
-      default: row_of_tiles<T, kRows>(op_a, i0, pb, ldp, n, np, k, alpha, beta, c, ldc); break;
-    }
-  }
+  // The last rows, if fewer than kRows, get a tile of their own height.
+  using RowOfTiles = void (*)(const ARows<T>&, int64_t, const T*, int64_t, int64_t, int64_t,
+                              int64_t, T, T, T*, int64_t);
+  static constexpr RowOfTiles kByHeight[kRows] = {row_of_tiles<T, 1>, row_of_tiles<T, 2>,
+                                                  row_of_tiles<T, 3>, row_of_tiles<T, 4>,
+                                                  row_of_tiles<T, 5>, row_of_tiles<T, 6>};
+  for (int64_t i0 = 0; i0 < m; i0 += kRows)
+    kByHeight[std::min(kRows, m - i0) - 1](op_a, i0, pb, ldp, n, np, k, alpha, beta, c, ldc);
 }
 
 }  // namespace nabla::kernels::small_gemm

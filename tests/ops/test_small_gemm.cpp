@@ -81,12 +81,12 @@ TEST_CASE("blas::gemm's small products on small_gemm agree with OpenBLAS", "[ops
     Tensor a, b;
   };
   std::vector<Case> cases = {
-      {randn({64, 32}, g), randn({64, 32}, g).t()},             // attention scores, B^T
-      {randn({64, 64}, g), randn({64, 32}, g)},                 // P V
-      {randn({64, 64}, g).t(), randn({64, 32}, g)},             // P^T dO, A^T
+      {randn({64, 32}, g), randn({64, 32}, g).t()},  // attention scores, B^T
+      {randn({64, 64}, g), randn({64, 32}, g)},      // P V
+      {randn({64, 64}, g).t(), randn({64, 32}, g)},  // P^T dO, A^T
       {randn({2, 4, 50, 16}, g), randn({2, 4, 50, 16}, g).transpose(-1, -2)},  // batched
-      {randn({3, 7, 5}, g), randn({5, 9}, g)},                  // broadcast, odd sizes
-      {randn({1, 130}, g), randn({130, 1}, g)},                 // one row, one column
+      {randn({3, 7, 5}, g), randn({5, 9}, g)},   // broadcast, odd sizes
+      {randn({1, 130}, g), randn({130, 1}, g)},  // one row, one column
       {randn({64, 64}, g, kFloat64), randn({64, 64}, g, kFloat64)},
       {randn({65, 64}, g), randn({64, 64}, g)}};  // past 64^3 multiply-adds: OpenBLAS in both
   machine::Profile small = machine::make_profile(machine::Isa::Avx2, machine::detect_caches());
