@@ -24,7 +24,7 @@ template <class T, LinearActivation A>
 // multiplying by 0 or 1: PyTorch's threshold_backward rule (an inf or NaN gradient where y = 0
 // gives 0), and a select vectorises on AVX2, where GCC turned g * (y > 0 ? 1 : 0) into a branch
 // per element (no masked multiply before AVX-512): 2.1 ms for a (2048, 512) block, 10% of
-// encoder_small's step on an AVX2 build.
+// encoder_small's step in an AVX2 build on an AMD EPYC Zen 4.
 template <class T, LinearActivation A>
 [[gnu::always_inline]] inline T activation_grad(T g, T saved) {
   if constexpr (A == LinearActivation::ReLU) {

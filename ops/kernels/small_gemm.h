@@ -2,10 +2,11 @@
 // where the machine profile says so, any product up to 64 x 64 x 64 (ops/gemm.cpp). On an AVX2
 // machine OpenBLAS 0.3.21 has no small-matrix kernels (its SKYLAKEX/COOPERLAKE targets do) and
 // packs both operands on every call: the (64, 32) x (32, 64)^T score product of encoder_small ran
-// at 40 GFLOP/s inside the attention kernel (docs/perf.md, "Small products on AVX2"). One register
-// tile of kRows rows x two vectors of accumulators per block of C, the vectors as wide as the
-// build's widest registers, with compile-time trip counts the compiler unrolls (the BLIS
-// micro-kernel shape: Van Zee and van de Geijn, "BLIS", ACM TOMS 2015).
+// at 40 GFLOP/s inside the attention kernel (AMD EPYC Zen 4, AVX2 build; docs/perf.md, "Small
+// products and vector math on AVX2"). One register tile of kRows rows x two vectors of
+// accumulators per block of C, the vectors as wide as the build's widest registers, with
+// compile-time trip counts the compiler unrolls (the BLIS micro-kernel shape: Van Zee and van de
+// Geijn, "BLIS", ACM TOMS 2015).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -15,7 +16,8 @@
 namespace nabla::kernels::small_gemm {
 
 // The widest vector the build's target has. A wider GCC vector than the target's registers is
-// lowered piece by piece through memory: 64-byte vectors ran at 6 GFLOP/s in an AVX2 build.
+// lowered piece by piece through memory: 64-byte vectors ran at 6 GFLOP/s in an AVX2 build (AMD
+// EPYC Zen 4, -march=znver3).
 #if defined(__AVX512F__)
 constexpr int kVectorBytes = 64;
 #elif defined(__AVX__)
@@ -46,7 +48,8 @@ struct ARows {
 
 // op(B) = B^T (B is n x k) into the panel's rows p (k of them, np floats apart): 8 x 8 blocks
 // transposed in registers (unpack, shuffle, swap halves: the usual AVX sequence), the edges one
-// element at a time. Element by element the copy took ~30% of a (64, 32) x (32, 64)^T product.
+// element at a time. Element by element, a (64, 32) x (32, 64)^T product took 3.66 us instead of
+// 3.06 (AMD EPYC Zen 4, AVX2 build, two threads).
 template <class T>
 void transpose_into_panel(const T* b, int64_t ldb, int64_t n, int64_t k, T* dst, int64_t np) {
   int64_t j_done = 0, p_done = 0;
