@@ -142,13 +142,23 @@ void score_tile(const Operands<T>& op, const SdpaProblem& pr, int64_t n, int64_t
     const int64_t i = i0 + r;
     if (m.kind != MaskView::Kind::None) {
       const int64_t base = m.offsets[nn] + i * m.stride_l + j0 * m.stride_s;
+      // Bools read as bytes and a select, with a unit-stride loop of its own: GCC 12 vectorises
+      // neither a branch on a bool load nor a strided access (the branch was 15% of a padded
+      // langid forward, AMD EPYC Zen 4).
       if (m.kind == MaskView::Kind::Keep) {
-        const bool* mp = static_cast<const bool*>(m.data) + base;
-        for (int64_t c = 0; c < cols; ++c)
-          if (!mp[c * m.stride_s]) sr[c] = kNegInf<T>;
+        const auto* mp = static_cast<const uint8_t*>(m.data) + base;
+        if (m.stride_s == 1) {
+          for (int64_t c = 0; c < cols; ++c) sr[c] = mp[c] ? sr[c] : kNegInf<T>;
+        } else {
+          for (int64_t c = 0; c < cols; ++c) sr[c] = mp[c * m.stride_s] ? sr[c] : kNegInf<T>;
+        }
       } else {
         const T* mp = static_cast<const T*>(m.data) + base;
-        for (int64_t c = 0; c < cols; ++c) sr[c] += mp[c * m.stride_s];
+        if (m.stride_s == 1) {
+          for (int64_t c = 0; c < cols; ++c) sr[c] += mp[c];
+        } else {
+          for (int64_t c = 0; c < cols; ++c) sr[c] += mp[c * m.stride_s];
+        }
       }
     }
     if (pr.causal)

@@ -147,6 +147,12 @@ TEST_CASE("fused attention equals its composite twin", "[ops]") {
       std::vector<Tensor> in4;
       for (const Tensor& t : in) in4.push_back(t.detach().unflatten(0, {2, 3}).requires_grad_());
       check_agree(in4, {.attn_mask = full_mask, .dropout_p = 0.1});
+      // Masks whose key dim is not unit-stride: a transposed view, a broadcast (L, 1) column.
+      Tensor keep_t = lt(rand({270, 70}, g), 0.7).transpose(0, 1);
+      REQUIRE(keep_t.stride(-1) != 1);
+      check_agree(in, {.attn_mask = keep_t});
+      check_agree(in, {.attn_mask = mul(randn({270, 70}, g, dt), 2.0).transpose(0, 1)});
+      check_agree(in, {.attn_mask = lt(rand({70, 1}, g), 0.7), .is_causal = true});
     }
     SECTION("strided head views of one packed projection, as MultiheadAttention makes them") {
       Generator g(9);
