@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "examples/common/plot.h"
+#include "nabla/core/allocator.h"
 #include "nabla/core/error.h"
 #include "nabla/core/generator.h"
 #include "nabla/core/io/checkpoint.h"
@@ -111,6 +113,10 @@ std::vector<std::vector<int64_t>> length_buckets(const std::vector<size_t>& leng
   for (int64_t i = 0; i < n; i += batch_size)
     batches.emplace_back(order.begin() + i, order.begin() + std::min(n, i + batch_size));
   return batches;
+}
+
+void reuse_blocks_across_lengths() {
+  if (std::getenv("NABLA_BEST_FIT_RATIO") == nullptr) allocator::set_best_fit_ratio(2.0);
 }
 
 ConfusionMatrix::ConfusionMatrix(std::vector<std::string> labels)

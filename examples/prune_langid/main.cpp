@@ -183,6 +183,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (c.threads > 0) set_num_threads(c.threads);
+  examples::reuse_blocks_across_lengths();  // batches of varying length (length_buckets)
   if (c.smoke) c.finetune_steps = std::min<int64_t>(c.finetune_steps, 5), c.importance_batches = 3;
   std::filesystem::create_directories(c.out);
   const auto t0 = std::chrono::steady_clock::now();

@@ -170,6 +170,7 @@ int run(int argc, char** argv) {
   examples::DataParallel dp;
   c.bf16 = examples::use_bf16(c.bf16);
   if (c.threads > 0) set_num_threads(c.threads);
+  examples::reuse_blocks_across_lengths();  // batches of varying length (length_buckets)
   std::filesystem::create_directories(c.out);
   const auto t0 = std::chrono::steady_clock::now();
 
