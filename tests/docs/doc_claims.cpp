@@ -17,7 +17,9 @@ namespace fs = std::filesystem;
 
 // ----------------------------------------------------------------------------
 // The tree: every file and directory below root, as relative paths with '/', without .git,
-// hidden directories (but .ci) and top-level build directories.
+// hidden directories (but .ci) and the top-level directories of generated files: build* and
+// runs/ (the examples' outputs, git-ignored). With runs/ in the tree, `runs/...` in the docs
+// would be checked against whichever examples this clone happened to run.
 
 struct Tree {
   fs::path root;
@@ -44,7 +46,8 @@ Tree scan(const fs::path& root) {
     const std::string rel = it->path().lexically_relative(root).generic_string();
     if (it->is_directory()) {
       const bool hidden = name[0] == '.' && name != ".ci";
-      if (hidden || (it.depth() == 0 && name.rfind("build", 0) == 0)) {
+      const bool generated = name.rfind("build", 0) == 0 || name == "runs";
+      if (hidden || (it.depth() == 0 && generated)) {
         it.disable_recursion_pending();
         continue;
       }

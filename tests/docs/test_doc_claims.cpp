@@ -99,6 +99,19 @@ TEST_CASE("docs checker: a quoted path that does not exist", "[docs]") {
              Contains("link target ../lib/gone.md does not exist"));
 }
 
+TEST_CASE("docs checker: the examples' runs/ directory is not part of the tree", "[docs]") {
+  // After the README's first command a clone has runs/transformer_langid/ and nothing else there;
+  // the docs' `runs/...` words must not turn into claims about it.
+  TempTree t;
+  fs::create_directories(t.root / "runs" / "transformer_langid");
+  t.write("runs/transformer_langid/metrics.csv", "step,loss\n");
+  const doc_claims::Report r = t.page("The tour writes `runs/autograd_tour/graph.svg`.\n");
+  INFO(joined(r));
+  CHECK(r.problems.empty());
+  fs::create_directories(t.root / "build" / "dev");  // build directories, the same
+  CHECK(t.page("See `build/dev/tests/test_core`.\n").problems.empty());
+}
+
 TEST_CASE("docs checker: a line count that is off", "[docs]") {
   TempTree t;
   CHECK_THAT(joined(t.page("`lib/engine.cpp` (8 lines)\n")),
