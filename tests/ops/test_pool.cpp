@@ -66,6 +66,62 @@ TEST_CASE("max_pool values and indices", "[ops]") {
   CHECK(floats(two.grad()) == std::vector<float>{0, 0});
 }
 
+// PyTorch's rule, one output at a time: start at -inf with the first tap's index, a larger value
+// or any NaN takes over (so the first of tied maxima, the last NaN).
+void naive_max_pool_row(const std::vector<float>& x, int64_t in, int64_t k, int64_t stride,
+                        int64_t pad, int64_t dil, int64_t out, std::vector<float>& y,
+                        std::vector<int64_t>& idx) {
+  for (int64_t o = 0; o < out; ++o) {
+    float best = -std::numeric_limits<float>::infinity();
+    int64_t arg = -1;
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t w = o * stride - pad + t * dil;
+      if (w < 0 || w >= in) continue;
+      if (arg < 0) arg = w;
+      const float v = x[static_cast<size_t>(w)];
+      if (v > best || std::isnan(v)) {
+        best = v;
+        arg = w;
+      }
+    }
+    y.push_back(best);
+    idx.push_back(arg);
+  }
+}
+
+TEST_CASE("max_pool1d: interior and clipped windows follow one rule (ties, NaNs, padding)",
+          "[ops]") {
+  // Small integers tie often; a few NaNs, sometimes two in a window. The interior windows run
+  // side by side with selects, the clipped ones one at a time: both must give these answers.
+  const int64_t in = 23;
+  std::vector<float> x(static_cast<size_t>(3 * in));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = i % 7 == 3 || i % 11 == 4 ? std::nanf("") : static_cast<float>(i * 5 % 4);
+  struct Case {
+    int64_t k, stride, pad, dil;
+    bool ceil;
+  };
+  for (const Case c : {Case{2, 2, 0, 1, false}, Case{3, 2, 1, 1, false}, Case{3, 1, 1, 2, true},
+                       Case{4, 3, 2, 1, true}, Case{2, 1, 0, 3, false}, Case{5, 5, 2, 1, true}}) {
+    CAPTURE(c.k, c.stride, c.pad, c.dil, c.ceil);
+    MaxPoolResult r = max_pool1d_with_indices(from_vector<float>(x, {3, in}), c.k, c.stride, c.pad,
+                                              c.dil, c.ceil);
+    const int64_t out = r.output.size(1);
+    std::vector<float> y;
+    std::vector<int64_t> idx;
+    for (int64_t p = 0; p < 3; ++p)
+      naive_max_pool_row(std::vector<float>(x.begin() + p * in, x.begin() + (p + 1) * in), in, c.k,
+                         c.stride, c.pad, c.dil, out, y, idx);
+    CHECK(ints(r.indices) == idx);
+    const std::vector<float> got = floats(r.output);
+    REQUIRE(got.size() == y.size());
+    for (size_t i = 0; i < y.size(); ++i) {
+      CAPTURE(i);
+      CHECK((std::isnan(got[i]) ? std::isnan(y[i]) : got[i] == y[i]));
+    }
+  }
+}
+
 TEST_CASE("max_pool's gradient goes to each window's maximum, summed over windows", "[ops]") {
   Tensor x = from_vector<double>({1, 9, 2, 3, 4, 0, 7, 8, 6}, {1, 1, 3, 3}).requires_grad_();
   sum(max_pool2d(x, 2, 1)).backward();  // windows' maxima: 9, 9, 8, 8
