@@ -132,8 +132,9 @@ struct AutocastMatmulBackward final : Node {
 };
 
 // The activation after an autocast linear, saving less than relu/gelu would (their float32
-// output or input): ReLU keeps a bool mask (z > 0), GELU its input rounded to bf16 (the
-// derivative at the rounded z, within the bf16 tolerance of the autocast product before it).
+// output or input): ReLU keeps a bool mask (not z <= 0: a NaN passes, as relu()), GELU its input
+// rounded to bf16 (the derivative at the rounded z, within the bf16 tolerance of the autocast
+// product before it).
 //   backward:  grad_z = grad where mask, else 0  or  gelu'(z16) grad
 struct AutocastActivationBackward final : Node {
   SavedTensor saved{this, "saved"};  // mask (ReLU) or z16 (GELU)
@@ -154,7 +155,7 @@ Tensor activation(const Tensor& z, LinearActivation act) {
   {
     NoGradGuard no_grad;
     if (act == LinearActivation::ReLU) {
-      keep = gt(z, 0.0);
+      keep = logical_not(le(z, 0.0));
       y = relu(z);
     } else {
       y = gelu(z, act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh);

@@ -142,22 +142,22 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 //   forward:   z = x2d @ W^T + b, y = act(z)   (ReLU in place: z is not kept)
 //   backward:  grad_z = grad * act'(z) and grad_b = sum of grad_z's rows in one pass over the
 //              rows, then grad_x = grad_z @ W, grad_W = grad_z^T @ x2d (as linear's)
-//              saves W and x as linear does, plus z (GELU) or y (ReLU: y > 0 iff z > 0)
+//              saves W and x as linear does, plus z (GELU) or y (ReLU: y <= 0 iff z <= 0)
 namespace {
 
 // Reference kernels, one element at a time. act(z), and d act / dz from z (GELU) or from
 // y = relu(z) (ReLU).
 template <class T>
 T activation_value(T z, LinearActivation act) {
-  if (act == LinearActivation::ReLU) return z > 0 ? z : T(0);
+  if (act == LinearActivation::ReLU) return z <= 0 ? T(0) : z;
   return gelu_math::gelu_value(
       z, act == LinearActivation::GELU ? GeluApproximate::None : GeluApproximate::Tanh);
 }
-// g * d act / dz; ReLU passes g where y > 0 and gives 0 elsewhere, also for an inf or NaN g
-// (PyTorch's threshold_backward, and relu's own backward).
+// g * d act / dz; ReLU gives 0 where y <= 0, also for an inf or NaN g, and passes g elsewhere
+// (where y is NaN too: PyTorch's threshold_backward, and relu's own backward).
 template <class T>
 T activation_grad(T g, T saved, LinearActivation act) {
-  if (act == LinearActivation::ReLU) return saved > 0 ? g : T(0);
+  if (act == LinearActivation::ReLU) return saved <= 0 ? T(0) : g;
   return g * gelu_math::gelu_derivative(saved, act == LinearActivation::GELU
                                                    ? GeluApproximate::None
                                                    : GeluApproximate::Tanh);
@@ -214,7 +214,7 @@ struct LinearActivationBackward final : Node {
       // GELU's derivative depends on z, so z is recomputed with history for higher orders.
       Tensor g2d = grad.reshape({M, out});
       if (act == LinearActivation::ReLU) {
-        grad_z = where(gt(s, 0.0), g2d, 0.0);
+        grad_z = where(le(s, 0.0), 0.0, g2d);
       } else {
         Tensor z = linear(x.get(), weight.get(), bias.defined() ? bias.get() : Tensor());
         grad_z = gelu_backward(

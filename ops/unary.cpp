@@ -196,13 +196,18 @@ Tensor sigmoid(const Tensor& x) {
 
 // ----------------------------------------------------------------------------
 // relu
-//   forward:   y = max(x, 0)
-//   backward:  grad_x = grad where y > 0, else 0 (PyTorch's threshold_backward: a NaN or inf
-//              gradient where y = 0 gives 0, not NaN)      saves the output y
+//   forward:   y = x <= 0 ? 0 : x   (a NaN stays NaN, as in PyTorch: a diverging model shows)
+//   backward:  grad_x = y <= 0 ? 0 : grad (PyTorch's threshold_backward: a NaN or inf gradient
+//              where y = 0 gives 0, not NaN; a NaN y passes the gradient)      saves the output y
 struct ReluBackward final : Node {
   SavedTensor y{this, "y"};
   std::vector<Tensor> backward(const Tensor& grad) override {
-    return {where(gt(y.get(), 0.0), grad, 0.0)};
+    Tensor yv = y.get();
+    if (GradMode::enabled() || yv.dtype() != grad.dtype() || yv.shape() != grad.shape())
+      return {where(le(yv, 0.0), 0.0, grad)};
+    // One pass over y and grad: le + where wrote a bool mask and read it again.
+    return {kernels::map_binary_float(
+        "relu", yv, grad, [](auto yi, auto g) { return yi <= 0 ? decltype(g)(0) : g; })};
   }
   const char* name() const override { return "ReluBackward"; }
 };
@@ -213,7 +218,7 @@ Tensor relu(const Tensor& x) {
         "relu", [](const Tensor& x32) { return relu(x32); }, x);
   inspect::OpScope op_scope("relu", {&x});
   Tensor y =
-      kernels::map_unary<false>("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
+      kernels::map_unary<false>("relu", x, [](auto v) { return v <= 0 ? decltype(v)(0) : v; });
   if (auto node = make_node<ReluBackward>({&x})) {
     node->y.save(y, /*is_output=*/true);
     set_history(y, node);

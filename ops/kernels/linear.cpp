@@ -13,7 +13,7 @@ namespace {
 template <class T, LinearActivation A>
 [[gnu::always_inline]] inline T activation_value(T z) {
   if constexpr (A == LinearActivation::ReLU) {
-    return z > 0 ? z : T(0);
+    return z <= 0 ? T(0) : z;  // a NaN stays NaN, as relu()
   } else {
     return gelu_value < A == LinearActivation::GELU ? GeluApproximate::None
                                                     : GeluApproximate::Tanh > (z);
@@ -22,13 +22,13 @@ template <class T, LinearActivation A>
 
 // g * d act / dz, from z (GELU) or from y = relu(z) (ReLU). ReLU selects instead of
 // multiplying by 0 or 1: PyTorch's threshold_backward rule (an inf or NaN gradient where y = 0
-// gives 0), and a select vectorises on AVX2, where GCC turned g * (y > 0 ? 1 : 0) into a branch
-// per element (no masked multiply before AVX-512): 2.1 ms for a (2048, 512) block, 10% of
-// encoder_small's step in an AVX2 build on an AMD EPYC Zen 4.
+// gives 0, a NaN y passes it), and a select vectorises on AVX2, where GCC turned g * (y > 0 ? 1 :
+// 0) into a branch per element (no masked multiply before AVX-512): 2.1 ms for a (2048, 512) block,
+// 10% of encoder_small's step in an AVX2 build on an AMD EPYC Zen 4.
 template <class T, LinearActivation A>
 [[gnu::always_inline]] inline T activation_grad(T g, T saved) {
   if constexpr (A == LinearActivation::ReLU) {
-    return saved > 0 ? g : T(0);
+    return saved <= 0 ? T(0) : g;
   } else {
     return g * gelu_derivative < A == LinearActivation::GELU ? GeluApproximate::None
                                                              : GeluApproximate::Tanh > (saved);

@@ -191,6 +191,26 @@ TEST_CASE("autocast: linear and linear_activation keep float32 master weights", 
   }
 }
 
+TEST_CASE("autocast: linear_activation's ReLU keeps a NaN and passes its gradient", "[autocast]") {
+  // The mask it saves is `not z <= 0`, as relu's threshold_backward: a NaN z keeps the gradient.
+  const double nan = std::nan("");
+  Tensor x = from_vector<float>({static_cast<float>(nan), 1.0f}, {2, 1}).requires_grad_();
+  Tensor w = from_vector<float>({2.0f, -1.0f}, {2, 1});
+  Tensor y;
+  {
+    autocast::Scope bf16;
+    y = linear_activation(x, w, Tensor(), LinearActivation::ReLU);
+  }
+  REQUIRE(std::string(y.grad_fn()->name()) == "AutocastActivationBackward");
+  const std::vector<float> yv = y.to_vector<float>();
+  CHECK(std::isnan(yv[0]));
+  CHECK(yv[2] == 2.0f);
+  CHECK(yv[3] == 0.0f);
+  sum(y).backward();
+  // grad_x = grad_z W: row 0 passes both gradients (2 - 1 = 1), row 1 keeps only w[0] = 2.
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{1.0f, 2.0f});
+}
+
 // On the widening path; the oneDNN path (bf16 weights in P V) is bounded in
 // test_autocast_attention_conv.cpp.
 TEST_CASE("autocast: attention takes bf16-rounded q, k, v; gradients reach float32", "[autocast]") {

@@ -108,6 +108,33 @@ TEST_CASE("linear_activation's ReLU gradient is 0 where y = 0, also for inf and 
       }
 }
 
+TEST_CASE("linear_activation's ReLU keeps a NaN and passes its gradient, as relu(linear())",
+          "[ops]") {
+  // PyTorch: relu(NaN) = NaN and threshold_backward passes the gradient where y is NaN.
+  const double nan = std::nan("");
+  for (DType dt : {kFloat32, kFloat64})
+    for (bool tuned : {true, false})
+      for (bool create_graph : {false, true}) {
+        INFO(dtype_name(dt) << (tuned ? " tuned" : " reference")
+                            << (create_graph ? " create_graph" : ""));
+        kernels::TunedKernelsGuard guard(tuned);
+        Tensor x = from_vector<double>({nan, 1.0}, {2, 1}).to(dt).requires_grad_();
+        Tensor w = from_vector<double>({2.0, -1.0}, {2, 1}).to(dt).requires_grad_();
+        Tensor y = linear_activation(x, w, Tensor(), LinearActivation::ReLU);
+        const std::vector<double> yv = y.to(kFloat64).to_vector<double>();
+        CHECK(std::isnan(yv[0]));  // row 0: NaN * w
+        CHECK(std::isnan(yv[1]));
+        CHECK(yv[2] == 2.0);  // row 1: (2, -1) -> (2, 0)
+        CHECK(yv[3] == 0.0);
+        Tensor g = from_vector<double>({1.0, 1.0, 1.0, 1.0}, {2, 2}).to(dt);
+        auto grads = autograd::grad({y}, {w}, {g}, false, create_graph);
+        // dW = grad_z^T x: column of row 1's kept output gets 1, the NaN row passes NaN.
+        const std::vector<double> gw = grads[0].to(kFloat64).to_vector<double>();
+        CHECK(std::isnan(gw[0]));
+        CHECK(std::isnan(gw[1]));
+      }
+}
+
 TEST_CASE("linear_activation rejects bad input naming itself", "[ops]") {
   CHECK_THROWS_WITH(
       linear_activation(zeros({2, 3}), zeros({4, 5}), Tensor(), LinearActivation::ReLU),

@@ -243,7 +243,7 @@ TEST_CASE("where and gt on long runs match an element-by-element reference", "[o
 }
 
 TEST_CASE("relu's backward gives 0 where the output is 0, even for a NaN gradient", "[ops]") {
-  // PyTorch's threshold_backward: where(y > 0, grad, 0), not grad * mask (NaN * 0 = NaN).
+  // PyTorch's threshold_backward: y <= 0 ? 0 : grad, not grad * mask (NaN * 0 = NaN).
   Tensor x = tensor({-1.0, 2.0, 0.0}).requires_grad_();
   Tensor y = relu(x);
   y.backward(tensor({std::nan(""), std::nan(""), 1.0}));
@@ -251,6 +251,29 @@ TEST_CASE("relu's backward gives 0 where the output is 0, even for a NaN gradien
   CHECK(g[0] == 0.0f);
   CHECK(std::isnan(g[1]));
   CHECK(g[2] == 0.0f);
+}
+
+TEST_CASE("relu keeps a NaN, and its gradient passes there, as PyTorch's", "[ops]") {
+  // torch.relu([nan, -1, 2]) = [nan, 0, 2]; backward of ones: [1, 0, 1]. A NaN turned into 0
+  // would hide a diverging model. The fused backward (no graph) and create_graph's recorded
+  // where(le(y, 0), 0, grad) must agree, in float32 and float64.
+  const double nan = std::nan("");
+  for (DType dt : {kFloat32, kFloat64})
+    for (bool create_graph : {false, true}) {
+      INFO(dtype_name(dt) << (create_graph ? " create_graph" : ""));
+      Tensor x = from_vector<double>({nan, -1.0, 2.0, 0.0}, {4}).to(dt).requires_grad_();
+      Tensor y = relu(x);
+      const std::vector<double> yv = y.to(kFloat64).to_vector<double>();
+      CHECK(std::isnan(yv[0]));
+      CHECK(yv[1] == 0.0);
+      CHECK(yv[2] == 2.0);
+      CHECK(yv[3] == 0.0);
+      Tensor g = autograd::grad({y}, {x}, {ones({4}, dt)}, false, create_graph)[0];
+      CHECK(g.to(kFloat64).to_vector<double>() == std::vector<double>{1, 0, 1, 0});
+    }
+  // Integers: the same rule.
+  CHECK(relu(from_vector<int64_t>({-3, 0, 4}, {3})).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 4});
 }
 
 TEST_CASE("masked_fill passes gradcheck and gradgradcheck", "[ops]") {
