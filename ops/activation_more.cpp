@@ -99,7 +99,8 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 // ----------------------------------------------------------------------------
 // elu
 //   forward:   y = x > 0 ? x : alpha * expm1(x)
-//   backward:  grad_x = grad * (x > 0 ? 1 : alpha * e^x)      saves x
+//   backward:  grad_x = x <= 0 ? grad * alpha * e^x : grad      saves x
+//              (PyTorch's rule: a NaN x passes the gradient)
 struct EluBackward final : Node {
   SavedTensor x{this, "x"};
   double alpha;
@@ -108,7 +109,7 @@ struct EluBackward final : Node {
     Tensor xv = x.get();
     // exp of min(x, 0): the unselected branch stays finite, so where's backward gets no 0 * inf.
     Tensor e = exp(clamp(xv, std::nullopt, 0.0));
-    return {where(gt(xv, 0.0), grad, mul(grad, mul(e, alpha)))};
+    return {where(le(xv, 0.0), mul(grad, mul(e, alpha)), grad)};
   }
   const char* name() const override { return "EluBackward"; }
 };
@@ -155,7 +156,8 @@ Tensor mish(const Tensor& x) {
 // ----------------------------------------------------------------------------
 // hardtanh
 //   forward:   y = min(max(x, min_val), max_val)
-//   backward:  grad_x = grad where min_val < x < max_val, else 0      saves that bool mask
+//   backward:  grad_x = 0 where x <= min_val or x >= max_val, else grad      saves that bool
+//              mask (PyTorch's hardtanh_backward: a NaN x passes the gradient)
 struct HardtanhBackward final : Node {
   SavedTensor inside{this, "inside"};
   std::vector<Tensor> backward(const Tensor& grad) override {
@@ -177,7 +179,7 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
                                          : v;
   });
   if (auto node = make_node<HardtanhBackward>({&x})) {
-    node->inside.save(logical_and(gt(x, min_val), lt(x, max_val)));
+    node->inside.save(logical_not(logical_or(le(x, min_val), ge(x, max_val))));
     set_history(y, node);
   }
   return y;

@@ -17,6 +17,20 @@ namespace {
 const std::string kFamily = "linear_activation";
 constexpr LinearActivation kAll[] = {LinearActivation::ReLU, LinearActivation::GELU,
                                      LinearActivation::GELUTanh};
+
+// Runs check(dtype, create_graph) on float32 and float64, tuned and reference kernels, with and
+// without create_graph (its recorded path).
+template <class Check>
+void on_every_path(const Check& check) {
+  for (DType dt : {kFloat32, kFloat64})
+    for (bool tuned : {true, false})
+      for (bool create_graph : {false, true}) {
+        INFO(dtype_name(dt) << (tuned ? " tuned" : " reference")
+                            << (create_graph ? " create_graph" : ""));
+        kernels::TunedKernelsGuard guard(tuned);
+        check(dt, create_graph);
+      }
+}
 }  // namespace
 
 TEST_CASE("parity: linear_activation", "[ops][parity]") {
@@ -87,52 +101,42 @@ TEST_CASE("linear_activation's ReLU gradient is 0 where y = 0, also for inf and 
   // PyTorch's threshold_backward rule, which relu's own backward follows: the fused op used to
   // multiply by 0 (inf * 0 = NaN). Tuned and reference kernels, and create_graph's recorded path.
   const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
-  for (DType dt : {kFloat32, kFloat64})
-    for (bool tuned : {true, false})
-      for (bool create_graph : {false, true}) {
-        INFO(dtype_name(dt) << (tuned ? " tuned" : " reference")
-                            << (create_graph ? " create_graph" : ""));
-        kernels::TunedKernelsGuard guard(tuned);
-        // x @ w^T + b = (-1, 2, -3, 4, 0): three outputs at y = 0, two kept.
-        Tensor x = from_vector<double>({1.0}, {1, 1}).to(dt).requires_grad_();
-        Tensor w = from_vector<double>({-1.0, 2.0, -3.0, 4.0, 1.0}, {5, 1}).to(dt);
-        Tensor b = from_vector<double>({0, 0, 0, 0, -1}, {5}).to(dt);
-        Tensor y = linear_activation(x, w, b, LinearActivation::ReLU);
-        Tensor g = from_vector<double>({inf, 5.0, nan, -inf, nan}, {1, 5}).to(dt);
-        Tensor gx = autograd::grad({y}, {x}, {g}, /*retain_graph=*/false, create_graph)[0];
-        Tensor ref = autograd::grad({relu(linear(x, w, b))}, {x}, {g})[0];
-        // d/dx = 5 * 2 + (-inf) * 4 = -inf: every masked term is 0, not NaN.
-        CHECK(std::isinf(gx.item<double>()));
-        CHECK(gx.item<double>() < 0);
-        CHECK(ref.item<double>() == gx.item<double>());
-      }
+  on_every_path([&](DType dt, bool create_graph) {
+    // x @ w^T + b = (-1, 2, -3, 4, 0): three outputs at y = 0, two kept.
+    Tensor x = from_vector<double>({1.0}, {1, 1}).to(dt).requires_grad_();
+    Tensor w = from_vector<double>({-1.0, 2.0, -3.0, 4.0, 1.0}, {5, 1}).to(dt);
+    Tensor b = from_vector<double>({0, 0, 0, 0, -1}, {5}).to(dt);
+    Tensor y = linear_activation(x, w, b, LinearActivation::ReLU);
+    Tensor g = from_vector<double>({inf, 5.0, nan, -inf, nan}, {1, 5}).to(dt);
+    Tensor gx = autograd::grad({y}, {x}, {g}, /*retain_graph=*/false, create_graph)[0];
+    Tensor ref = autograd::grad({relu(linear(x, w, b))}, {x}, {g})[0];
+    // d/dx = 5 * 2 + (-inf) * 4 = -inf: every masked term is 0, not NaN.
+    CHECK(std::isinf(gx.item<double>()));
+    CHECK(gx.item<double>() < 0);
+    CHECK(ref.item<double>() == gx.item<double>());
+  });
 }
 
 TEST_CASE("linear_activation's ReLU keeps a NaN and passes its gradient, as relu(linear())",
           "[ops]") {
   // PyTorch: relu(NaN) = NaN and threshold_backward passes the gradient where y is NaN.
   const double nan = std::nan("");
-  for (DType dt : {kFloat32, kFloat64})
-    for (bool tuned : {true, false})
-      for (bool create_graph : {false, true}) {
-        INFO(dtype_name(dt) << (tuned ? " tuned" : " reference")
-                            << (create_graph ? " create_graph" : ""));
-        kernels::TunedKernelsGuard guard(tuned);
-        Tensor x = from_vector<double>({nan, 1.0}, {2, 1}).to(dt).requires_grad_();
-        Tensor w = from_vector<double>({2.0, -1.0}, {2, 1}).to(dt).requires_grad_();
-        Tensor y = linear_activation(x, w, Tensor(), LinearActivation::ReLU);
-        const std::vector<double> yv = y.to(kFloat64).to_vector<double>();
-        CHECK(std::isnan(yv[0]));  // row 0: NaN * w
-        CHECK(std::isnan(yv[1]));
-        CHECK(yv[2] == 2.0);  // row 1: (2, -1) -> (2, 0)
-        CHECK(yv[3] == 0.0);
-        Tensor g = from_vector<double>({1.0, 1.0, 1.0, 1.0}, {2, 2}).to(dt);
-        auto grads = autograd::grad({y}, {w}, {g}, false, create_graph);
-        // dW = grad_z^T x: column of row 1's kept output gets 1, the NaN row passes NaN.
-        const std::vector<double> gw = grads[0].to(kFloat64).to_vector<double>();
-        CHECK(std::isnan(gw[0]));
-        CHECK(std::isnan(gw[1]));
-      }
+  on_every_path([&](DType dt, bool create_graph) {
+    Tensor x = from_vector<double>({nan, 1.0}, {2, 1}).to(dt).requires_grad_();
+    Tensor w = from_vector<double>({2.0, -1.0}, {2, 1}).to(dt).requires_grad_();
+    Tensor y = linear_activation(x, w, Tensor(), LinearActivation::ReLU);
+    const std::vector<double> yv = y.to(kFloat64).to_vector<double>();
+    CHECK(std::isnan(yv[0]));  // row 0: NaN * w
+    CHECK(std::isnan(yv[1]));
+    CHECK(yv[2] == 2.0);  // row 1: (2, -1) -> (2, 0)
+    CHECK(yv[3] == 0.0);
+    Tensor g = from_vector<double>({1.0, 1.0, 1.0, 1.0}, {2, 2}).to(dt);
+    auto grads = autograd::grad({y}, {w}, {g}, false, create_graph);
+    // dW = grad_z^T x: row 0's gradient passes (1, 1), so its NaN x reaches both weights.
+    const std::vector<double> gw = grads[0].to(kFloat64).to_vector<double>();
+    CHECK(std::isnan(gw[0]));
+    CHECK(std::isnan(gw[1]));
+  });
 }
 
 TEST_CASE("linear_activation rejects bad input naming itself", "[ops]") {

@@ -60,6 +60,33 @@ TEST_CASE("activations: kinks follow PyTorch, saturation does not overflow", "[o
   CHECK_THROWS_WITH(hardtanh(vec({1}), 1.0, -1.0), Contains("hardtanh") && Contains("min_val"));
 }
 
+TEST_CASE("activations on NaN and infinities: values and gradients as PyTorch's", "[ops]") {
+  // Checked against torch 1.13 on (nan, -inf, inf, -2, 3): every activation keeps a NaN, and
+  // the backward rules written as `x <= bound ? ... : grad` (elu, hardtanh, relu) pass the
+  // gradient at a NaN x; elu and hardtanh gave NaN and 0 there before.
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {kFloat32, kFloat64}) {
+    INFO(dtype_name(dt));
+    Tensor x = from_vector<double>(std::vector<double>{nan, -inf, inf, -2.0, 3.0}, {5})
+                   .to(dt)
+                   .requires_grad_();
+    std::vector<double> y = values_of(elu(x, 1.0)),
+                        g = values_of(autograd::grad({sum(elu(x, 1.0))}, {x})[0]);
+    CHECK(std::isnan(y[0]));
+    CHECK(y[1] == -1.0);
+    CHECK(y[2] == inf);
+    CHECK(g[0] == 1.0);
+    CHECK(g[1] == 0.0);
+    CHECK(g[2] == 1.0);
+    y = values_of(hardtanh(x));
+    g = values_of(autograd::grad({sum(hardtanh(x))}, {x})[0]);
+    CHECK(std::isnan(y[0]));
+    CHECK(y[1] == -1.0);
+    CHECK(y[2] == 1.0);
+    CHECK(g == std::vector<double>{1, 0, 0, 0, 0});
+  }
+}
+
 TEST_CASE("any/all/isnan/isfinite on every dtype, empty inputs as PyTorch", "[ops]") {
   CHECK(any(vec({0, std::nan("")})).item<bool>());  // NaN is nonzero
   CHECK_FALSE(all(vec({1, 0})).item<bool>());
