@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "nabla/core/autograd.h"
@@ -238,7 +239,9 @@ MaxPoolResult max_pool(const char* op, const char* node_name, int spatial, const
     T* yp = y.data_ptr<T>();
     int64_t* ip = indices.data_ptr<int64_t>();
     const std::vector<Taps> rows = all_taps(ah), cols = all_taps(aw);
-    const auto [ow_lo, ow_hi] = interior_outputs(aw);
+    // Plain variables, not a structured binding: clang 14 (the TSan build) cannot capture those.
+    const std::pair<int64_t, int64_t> interior = interior_outputs(aw);
+    const int64_t ow_lo = interior.first, ow_hi = interior.second;
     parallel_for(P, in.H * in.W + ah.out * aw.out, [&](int64_t p0, int64_t p1) {
       max_pool_planes(xp, yp, ip, ah, aw, rows, cols, ow_lo, ow_hi, p0, p1);
     });
