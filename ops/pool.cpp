@@ -13,6 +13,8 @@
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/core/parallel.h"
 #include "nabla/ops/indexing.h"
+#include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/kernels/pool.h"
 #include "nabla/ops/pool.h"
 #include "nabla/ops/pool_layout.h"
 
@@ -89,35 +91,9 @@ Taps window_taps(const PoolAxis& a, int64_t o) {
   return {begin, end};
 }
 
-// Outputs [ow0, ow1) of one output row whose windows lie wholly inside the input row span
-// (no padding, no clipped edge): the taps in the order of the generic loop below (rows, then
-// columns), each over every output of the span at once. Independent outputs side by side and
-// selects instead of branches: the per-output loop spent ~18 ns an output of a 2x2 window, a
-// compare chain per tap (max_pool2d of (128, 16, 28, 28): 7.4 ms on one thread, AMD EPYC Zen 4).
-template <class T>
-void max_pool_row_interior(const T* xp, int64_t W, const PoolAxis& aw, const Taps& th, int64_t dh,
-                           int64_t ow0, int64_t ow1, T* y_row, int64_t* i_row) {
-  const int64_t stride = aw.stride, dw = aw.dilation, first = ow0 * stride - aw.pad;
-  for (int64_t ow = ow0; ow < ow1; ++ow) {
-    y_row[ow] = -std::numeric_limits<T>::infinity();
-    i_row[ow] = th.begin < th.end ? th.begin * W + ow * stride - aw.pad : -1;
-  }
-  for (int64_t h = th.begin; h < th.end; h += dh)
-    for (int64_t kw = 0; kw < aw.kernel; ++kw) {
-      const int64_t base = h * W + first + kw * dw;  // the tap's input index at ow0
-      const T* x_tap = xp + base;
-      for (int64_t o = 0; o < ow1 - ow0; ++o) {
-        const T v = x_tap[o * stride];
-        const T best = y_row[ow0 + o];
-        const bool take = (v > best) | (v != v);  // a larger value, or a NaN, takes over
-        y_row[ow0 + o] = take ? v : best;
-        i_row[ow0 + o] = take ? base + o * stride : i_row[ow0 + o];
-      }
-    }
-}
-
 // Planes [p0, p1) of x -> y and indices; `rows` and `cols` hold each output row's and column's
-// taps (computed once per call), [ow_lo, ow_hi) the outputs whose windows need no clipping.
+// taps (computed once per call). Outputs [ow_lo, ow_hi), whose windows need no clipping, go to
+// the tuned kernel (ops/kernels/pool.h); an empty range leaves every output to the loop here.
 template <class T>
 void max_pool_planes(const T* x, T* y, int64_t* indices, const PoolAxis& ah, const PoolAxis& aw,
                      const std::vector<Taps>& rows, const std::vector<Taps>& cols, int64_t ow_lo,
@@ -131,7 +107,7 @@ void max_pool_planes(const T* x, T* y, int64_t* indices, const PoolAxis& ah, con
       const Taps th = rows[static_cast<size_t>(oh)];
       T* y_row = yp + oh * aw.out;
       int64_t* i_row = ip + oh * aw.out;
-      max_pool_row_interior(xp, W, aw, th, dh, ow_lo, ow_hi, y_row, i_row);
+      kernels::max_pool_row_interior(xp, W, aw, th.begin, th.end, dh, ow_lo, ow_hi, y_row, i_row);
       for (int64_t ow = 0; ow < aw.out; ++ow) {
         if (ow == ow_lo) ow = ow_hi;  // the interior is done
         if (ow >= aw.out) break;
@@ -152,15 +128,6 @@ void max_pool_planes(const T* x, T* y, int64_t* indices, const PoolAxis& ah, con
       }
     }
   }
-}
-
-// The outputs [lo, hi) along an axis whose windows hold all `kernel` taps inside the input.
-std::pair<int64_t, int64_t> interior_outputs(const PoolAxis& a) {
-  int64_t lo = 0;
-  while (lo < a.out && lo * a.stride - a.pad < 0) ++lo;
-  int64_t hi = lo;
-  while (hi < a.out && hi * a.stride - a.pad + (a.kernel - 1) * a.dilation < a.in) ++hi;
-  return {lo, hi};
 }
 
 std::vector<Taps> all_taps(const PoolAxis& a) {
@@ -240,7 +207,9 @@ MaxPoolResult max_pool(const char* op, const char* node_name, int spatial, const
     int64_t* ip = indices.data_ptr<int64_t>();
     const std::vector<Taps> rows = all_taps(ah), cols = all_taps(aw);
     // Plain variables, not a structured binding: clang 14 (the TSan build) cannot capture those.
-    const std::pair<int64_t, int64_t> interior = interior_outputs(aw);
+    // The reference kernels leave the interior empty: every output takes the loop below.
+    const std::pair<int64_t, int64_t> interior =
+        kernels::tuned_enabled() ? kernels::max_pool_interior(aw) : std::pair<int64_t, int64_t>{};
     const int64_t ow_lo = interior.first, ow_hi = interior.second;
     parallel_for(P, in.H * in.W + ah.out * aw.out, [&](int64_t p0, int64_t p1) {
       max_pool_planes(xp, yp, ip, ah, aw, rows, cols, ow_lo, ow_hi, p0, p1);
