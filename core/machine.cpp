@@ -1,6 +1,7 @@
 #include "nabla/core/machine.h"
 
 #include <fmt/format.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+
+#include "nabla/core/parallel.h"
 
 namespace nabla::machine {
 namespace {
@@ -61,6 +64,15 @@ namespace {
 // as wide as the build's registers: a build without AVX (plain x86-64) would run it at 4 lanes, so
 // there the avx2 row keeps OpenBLAS.
 // NABLA_SMALL_ATTENTION=on|off overrides the row.
+// with_narrow_blas: the avx512 row assumes OpenBLAS runs its AVX-512 kernels (SKYLAKEX,
+//   COOPERLAKE), with their small-matrix paths. Where it runs AVX2 ones instead (Debian's 0.3.21
+//   on an AMD EPYC Zen 5, family 0x1A, which it does not know, or pinned to Haswell by
+//   OPENBLAS_CORETYPE because its AVX-512 kernels crash or err on some CPUs), its GEMMs reach at
+//   most half the FMA peak of a CPU with 512-bit units. There oneDNN's sgemm, whose kernels follow
+//   the CPU, took 0.23-0.62 of OpenBLAS's time on every model shape from 64 x 200 x 64 up
+//   (2 threads; 0.47-0.68 on one), and small_gemm takes the heads as in the avx2 row (quiet 2-core
+//   Zen 5, OpenBLAS pinned to Haswell, 2026-11-27, alternated: encoder_small 40.6 -> 25.0 ms,
+//   vit_small 128 -> 88, encoder_infer 7.3 -> 6.4, cnn_small 12.1 -> 10.5; docs/perf.md).
 // Autocast attention's oneDNN threshold (64 x 64 x 32 multiply-adds a head) is the same in every
 // row: only CPUs with native bf16 dot products take oneDNN at all, and those have AVX-512. It was
 // measured on the quiet 2-core AMD EPYC Zen 4 (2026-11-26): vit_small's heads (50 tokens x head
@@ -141,6 +153,11 @@ State make_state() {
   }
   s.startup = make_profile(row, detect_caches());
   s.startup.simd = std::min(row, cpu);
+  if (const std::string blas = blas_kernel_set();
+      row == Isa::Avx512 && blas_narrower_than_cpu(cpu, blas)) {
+    s.startup = with_narrow_blas(s.startup);
+    s.origin += fmt::format(", OpenBLAS on its {} kernels", blas);
+  }
   if (const char* env = std::getenv("NABLA_INFERENCE_GEMM"); env != nullptr && *env != '\0') {
     const std::string_view v(env);
     if (v == "openblas" || v == "onednn") {
@@ -155,6 +172,15 @@ State make_state() {
   if (const int on = env_on_off("NABLA_SMALL_ATTENTION", s.origin); on >= 0) {
     s.startup.attention_small_max_tokens = on ? kSmallAttentionMaxTokens : 0;
     s.startup.attention_small_max_head_dim = on ? kSmallAttentionMaxHeadDim : 0;
+  }
+  if (const char* env = std::getenv("NABLA_SGEMM"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    if (v == "openblas" || v == "onednn") {
+      s.startup.onednn_sgemm_min_flop = v == "openblas" ? -1 : 0;
+      s.origin += fmt::format(", NABLA_SGEMM={}", v);
+    } else {
+      s.origin += fmt::format(", NABLA_SGEMM='{}' ignored (openblas or onednn)", v);
+    }
   }
   return s;
 }
@@ -244,6 +270,26 @@ Isa detect_isa() {
   return Isa::Generic;
 }
 
+bool blas_narrower_than_cpu(Isa cpu, std::string_view core) {
+  if (cpu != Isa::Avx512) return false;
+  // OpenBLAS's x86-64 targets with AVX-512 kernels (its param.h); every other one is narrower.
+  for (std::string_view wide : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (core.size() == wide.size() && ::strncasecmp(core.data(), wide.data(), core.size()) == 0)
+      return false;
+  return true;
+}
+
+Profile with_narrow_blas(Profile p) {
+  if (kBuildHasAvx) {
+    p.small_gemm_max_macs = kSmallGemmMaxMacs;
+    p.attention_materialize_max_scores = 0;
+    p.attention_small_max_tokens = kSmallAttentionMaxTokens;
+    p.attention_small_max_head_dim = kSmallAttentionMaxHeadDim;
+  }
+  p.onednn_sgemm_min_flop = 0;
+  return p;
+}
+
 int64_t parse_cache_size(std::string_view text) {
   int64_t value = 0;
   size_t i = 0;
@@ -320,8 +366,8 @@ std::string describe(const Profile& p) {
       "FLOP in blocks of {}, products up to {} multiply-adds on register tiles, attention key tile "
       "{}, small attention heads up to {} tokens and head dim {}, materialised attention up to {} "
       "scores, "
-      "inference linear {}, autocast attention on oneDNN from {} multiply-adds a head, SIMD "
-      "paths {}",
+      "inference linear {}, float32 GEMMs on {}, autocast attention on oneDNN from {} "
+      "multiply-adds a head, SIMD paths {}",
       isa_name(p.isa), startup ? state().origin : std::string("forced"), bytes_str(p.caches.l1d),
       bytes_str(p.caches.l2), bytes_str(p.caches.l3), p.parallel_grain, p.gemm_min_split_flop,
       p.gemm_block_align, p.small_gemm_max_macs, p.attention_key_tile, p.attention_small_max_tokens,
@@ -330,6 +376,10 @@ std::string describe(const Profile& p) {
           ? std::string("OpenBLAS")
           : fmt::format("prepacked oneDNN from {} FLOP (OpenBLAS below or without oneDNN)",
                         p.prepacked_linear_min_flop),
+      p.onednn_sgemm_min_flop < 0
+          ? std::string("OpenBLAS")
+          : fmt::format("oneDNN's sgemm from {} FLOP (OpenBLAS without oneDNN)",
+                        p.onednn_sgemm_min_flop),
       p.autocast_attention_onednn_min_macs, simd);
 }
 

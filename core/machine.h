@@ -58,6 +58,11 @@ struct Profile {
   // this many multiply-adds a head (L * S * head dim); below, the fused float32 kernel on the
   // widened values (ops/autocast.cpp: autocast::attention_kernel).
   int64_t autocast_attention_onednn_min_macs = 0;
+  // blas::gemm runs float32 products of at least this many FLOPs (2 M N K) on oneDNN's sgemm
+  // (ops/kernels/onednn.h) instead of OpenBLAS, in a build with oneDNN; -1 never. Set where
+  // OpenBLAS runs narrower kernels than the CPU has (with_narrow_blas). NABLA_SGEMM=openblas|onednn
+  // in the environment forces -1 or 0.
+  int64_t onednn_sgemm_min_flop = -1;
   bool operator==(const Profile&) const = default;
 };
 
@@ -66,6 +71,13 @@ Profile make_profile(Isa isa, const Caches& caches);
 
 // What this CPU has (CPUID through __builtin_cpu_supports; under valgrind, what it emulates).
 Isa detect_isa();
+// OpenBLAS runs narrower vectors than `cpu` has: `core` (openblas_get_corename()) is one of its
+// AVX2-or-older kernel sets ("Haswell", "Zen", ...) on an AVX-512 CPU.
+bool blas_narrower_than_cpu(Isa cpu, std::string_view core);
+// The avx512 row for such a machine: OpenBLAS's small-matrix kernels and full-width GEMM are
+// missing there, so small products and short heads take small_gemm (as in the avx2 row) and the
+// other float32 products oneDNN's sgemm.
+Profile with_narrow_blas(Profile p);
 // /sys/devices/system/cpu/cpu0/cache, else sysconf.
 Caches detect_caches();
 // "32K", "1024K", "32768K", "2M" (sysfs's cache size format) in bytes; 0 if unreadable.

@@ -57,6 +57,8 @@ int active_threads() {
 void set_adaptive_threads(bool on) { adaptive_flag().store(on, std::memory_order_relaxed); }
 bool adaptive_threads() { return adaptive_flag().load(std::memory_order_relaxed); }
 
+std::string blas_kernel_set() { return openblas_get_corename(); }
+
 std::string runtime_info() {
   const char* parallel = "unknown";
   switch (openblas_get_parallel()) {

@@ -27,6 +27,8 @@ int active_threads();         // threads that run those parts now, 1..num_thread
 void set_adaptive_threads(bool on);
 bool adaptive_threads();
 std::string runtime_info();  // OpenBLAS config, core type, thread counts, load, machine profile
+// The kernel set OpenBLAS runs ("Haswell", "SkylakeX", ...: openblas_get_corename()).
+std::string blas_kernel_set();
 
 inline constexpr int kDeterministicParts = 8;
 // On: results independent of the thread count (above). NABLA_DETERMINISTIC=1 turns it on at start.

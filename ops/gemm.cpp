@@ -14,7 +14,9 @@
 // deterministic mode (core/parallel.h) the split is into kDeterministicParts blocks whatever the
 // thread count, and OpenBLAS never threads a call, so the result does not depend on it. The
 // smallest product worth splitting and the alignment of the split points depend on the machine
-// (core/machine.h).
+// (core/machine.h). So does the library: where OpenBLAS runs narrower kernels than the CPU has,
+// float32 blocks go to oneDNN's sgemm instead (machine.h: onednn_sgemm_min_flop), split the
+// same way, one thread per block; float64 always stays on OpenBLAS (oneDNN has no dgemm).
 #include "nabla/ops/gemm.h"
 
 #include <cblas.h>
@@ -28,6 +30,7 @@
 #include "nabla/core/inspect/instrument.h"
 #include "nabla/core/machine.h"
 #include "nabla/core/parallel.h"
+#include "nabla/ops/kernels/onednn.h"
 #include "nabla/ops/kernels/small_gemm.h"
 
 namespace nabla::blas {
@@ -42,11 +45,38 @@ blasint to_blas(int64_t v) {
   return static_cast<blasint>(v);
 }
 
+// Which library runs a product's BLAS calls: OpenBLAS, or oneDNN's sgemm where the machine
+// profile sends float32 products there (OpenBLAS on narrower kernels than the CPU's).
+enum class Backend : uint8_t { OpenBLAS, OneDnn };
+
 template <class T>
-void call_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+Backend backend_for(int64_t m, int64_t n, int64_t k) {
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t min_flop = machine::profile().onednn_sgemm_min_flop;
+    // Empty products keep OpenBLAS's handling (C scaled by beta, no operand read).
+    // Not a tuned kernel: NABLA_KERNELS=reference runs the same products, as with the split.
+    if (min_flop >= 0 && m > 0 && n > 0 && k > 0 && 2 * m * n * k >= min_flop &&
+        onednn::available())
+      return Backend::OneDnn;
+  }
+  return Backend::OpenBLAS;
+}
+
+// Below this many FLOPs a call outside a split runs on one thread: OpenBLAS's own threshold
+// (65536 x GEMM_MULTITHREAD_THRESHOLD multiply-adds, interface/gemm.c), where oneDNN would
+// wake the second thread for a product of a few microseconds.
+constexpr int64_t kThreadedCallMinFlop = int64_t{1} << 19;
+
+template <class T>
+void call_blas(Backend backend, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
+               const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   const auto trans_a = ta ? CblasTrans : CblasNoTrans, trans_b = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
+    if (backend == Backend::OneDnn) {
+      const bool threaded = !in_parallel_part() && 2 * m * n * k >= kThreadedCallMinFlop;
+      onednn::sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threaded);
+      return;
+    }
     cblas_sgemm(CblasRowMajor, trans_a, trans_b, to_blas(m), to_blas(n), to_blas(k), alpha, a,
                 to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
   } else {
@@ -101,15 +131,16 @@ void for_each_block(int64_t m, int64_t n, int64_t k, F&& piece) {
 
 // op(A) restricted to rows p0..p1 (rows) or all of it; op(B) to columns p0..p1 or all of it.
 template <class T>
-void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-                const T* b, int64_t ldb, T beta, T* c, int64_t ldc, bool rows, int64_t p0,
-                int64_t p1) {
+void gemm_block(Backend backend, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
+                const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+                bool rows, int64_t p0, int64_t p1) {
   if (rows) {
     const T* a_part = ta ? a + p0 : a + p0 * lda;
-    call_blas<T>(ta, tb, p1 - p0, n, k, alpha, a_part, lda, b, ldb, beta, c + p0 * ldc, ldc);
+    call_blas<T>(backend, ta, tb, p1 - p0, n, k, alpha, a_part, lda, b, ldb, beta, c + p0 * ldc,
+                 ldc);
   } else {
     const T* b_part = tb ? b + p0 * ldb : b + p0;
-    call_blas<T>(ta, tb, m, p1 - p0, k, alpha, a, lda, b_part, ldb, beta, c + p0, ldc);
+    call_blas<T>(backend, ta, tb, m, p1 - p0, k, alpha, a, lda, b_part, ldb, beta, c + p0, ldc);
   }
 }
 
@@ -136,8 +167,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
     kernels::small_gemm::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  const Backend backend = backend_for<T>(m, n, k);
   for_each_block(m, n, k, [&](bool rows, int64_t p0, int64_t p1) {
-    gemm_block<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, rows, p0, p1);
+    gemm_block<T>(backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, rows, p0, p1);
   });
 }
 
@@ -151,10 +183,12 @@ void gemm_onto_bias(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* 
     kernels::small_gemm::gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(1), c, ldc);
     return;
   }
+  const Backend backend = backend_for<T>(m, n, k);
   for_each_block(m, n, k, [&](bool rows, int64_t p0, int64_t p1) {
     const int64_t r0 = rows ? p0 : 0, r1 = rows ? p1 : m, c0 = rows ? 0 : p0, c1 = rows ? n : p1;
     for (int64_t r = r0; r < r1; ++r) std::copy(bias + c0, bias + c1, c + r * ldc + c0);
-    if (k > 0) gemm_block<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(1), c, ldc, rows, p0, p1);
+    if (k > 0)
+      gemm_block<T>(backend, ta, tb, m, n, k, T(1), a, lda, b, ldb, T(1), c, ldc, rows, p0, p1);
   });
 }
 

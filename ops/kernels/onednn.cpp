@@ -43,6 +43,10 @@ void require(const char* what) {
       "was configured); install libdnnl-dev (scripts/setup.sh) and configure again",
       what));
 }
+void sgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+           int64_t, float, float*, int64_t, bool) {
+  require("onednn::sgemm");
+}
 void matmul_bf16(const Bf16Matmul&, const uint16_t*, const uint16_t*, float*) {
   require("onednn::matmul_bf16");
 }

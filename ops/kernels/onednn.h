@@ -130,6 +130,15 @@ class PackedF32Weights {
 void linear_f32(const F32Linear& p, const float* x, const PackedF32Weights& w, const float* bias,
                 float* c);
 
+// C = alpha op(A) op(B) + beta C in float32, row-major, with cblas_sgemm's arguments, through
+// oneDNN's own sgemm (dnnl_sgemm: its kernels follow the CPU's vector width). For machines where
+// OpenBLAS runs narrower kernels than the CPU has (core/machine.h, onednn_sgemm_min_flop).
+// `threaded`: oneDNN splits the call over nabla's active threads (1 in deterministic mode or
+// inside a parallel region); otherwise one thread runs it.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           bool threaded);
+
 // The primitive cache: hits and misses since the last clear, entries now, and the bound (512 at
 // start: an int8 primitive holds its weight's scales, so a model needs one per quantised layer).
 struct CacheStats {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nabla/ops/kernels/kernels.h"
+#include "nabla/ops/kernels/onednn.h"
 #include "tests/helpers.h"
 
 namespace {
@@ -177,6 +178,93 @@ TEST_CASE("machine: every row's GEMM split agrees with the others and with float
       CHECK_CLOSE(results[row][i], exact.to(kFloat32), 2e-4, 1e-4);
       CHECK_CLOSE(results[row][i], results[0][i], 2e-4, 1e-4);
     }
+  }
+}
+
+TEST_CASE("machine: OpenBLAS on narrower kernels than the CPU moves products elsewhere", "[core]") {
+  // OpenBLAS's AVX2-or-older kernel sets on an AVX-512 CPU (Debian 12's OpenBLAS on a Zen 5, or
+  // pinned there by OPENBLAS_CORETYPE); its AVX-512 sets, and every set on narrower CPUs, are not.
+  CHECK(machine::blas_narrower_than_cpu(Isa::Avx512, "Haswell"));
+  CHECK(machine::blas_narrower_than_cpu(Isa::Avx512, "Zen"));
+  CHECK(machine::blas_narrower_than_cpu(Isa::Avx512, "Prescott"));
+  CHECK_FALSE(machine::blas_narrower_than_cpu(Isa::Avx512, "SkylakeX"));
+  CHECK_FALSE(machine::blas_narrower_than_cpu(Isa::Avx512, "COOPERLAKE"));
+  CHECK_FALSE(machine::blas_narrower_than_cpu(Isa::Avx512, "SapphireRapids"));
+  CHECK_FALSE(machine::blas_narrower_than_cpu(Isa::Avx2, "Haswell"));
+  CHECK_FALSE(machine::blas_narrower_than_cpu(Isa::Generic, "Prescott"));
+  const machine::Profile row = machine::make_profile(Isa::Avx512, {48 << 10, 1 << 20, 0});
+  CHECK(row.onednn_sgemm_min_flop == -1);
+  const machine::Profile adapted = machine::with_narrow_blas(row);
+  CHECK(adapted.onednn_sgemm_min_flop == 0);
+#if defined(__AVX__)  // small_gemm's vectors are the build's: without AVX the row keeps BLAS
+  CHECK(adapted.small_gemm_max_macs == 64 * 64 * 64);
+  CHECK(adapted.attention_materialize_max_scores == 0);
+#else
+  CHECK(adapted.small_gemm_max_macs == 0);
+#endif
+  // Everything else stays the avx512 row's.
+  CHECK(adapted.gemm_min_split_flop == row.gemm_min_split_flop);
+  CHECK(adapted.parallel_grain == row.parallel_grain);
+  CHECK(adapted.prepacked_linear_min_flop == row.prepacked_linear_min_flop);
+  CHECK_THAT(machine::describe(adapted),
+             Catch::Matchers::Contains("float32 GEMMs on oneDNN's sgemm"));
+  CHECK_THAT(machine::describe(row), Catch::Matchers::Contains("float32 GEMMs on OpenBLAS"));
+}
+
+TEST_CASE("machine: float32 products on oneDNN's sgemm agree with OpenBLAS's and float64",
+          "[core]") {
+  if (!onednn::available()) {
+    WARN("built without oneDNN: only OpenBLAS's products run");
+    return;
+  }
+  // Split and unsplit products, every transpose, a strided operand, K of 1, a bias, a batch;
+  // on two threads, so the split blocks run each on one thread.
+  Generator g(12);
+  const Tensor bias = randn({67}, g);
+  const Tensor batch_a = randn({3, 40, 90}, g), batch_b = randn({3, 90, 20}, g);
+  const std::vector<std::pair<Tensor, Tensor>> products = {
+      {randn({257, 129}, g), randn({129, 67}, g)},                   // 4.4 MFLOP: split
+      {randn({300, 64}, g).t(), randn({33, 300}, g).t()},            // both transposed
+      {randn({96, 70}, g), randn({67, 70}, g).t()},                  // unsplit, B transposed
+      {randn({128, 90}, g).slice(1, 0, 90, 2), randn({45, 67}, g)},  // row stride 90
+      {randn({200, 1}, g), randn({1, 67}, g)}};
+  auto run = [&] {
+    std::vector<Tensor> out;
+    for (const auto& [a, b] : products) out.push_back(matmul(a, b));
+    out.push_back(linear(products[0].first, products[0].second.t(), bias));  // gemm_onto_bias
+    out.push_back(matmul(batch_a, batch_b));
+    return out;
+  };
+  const int prev = num_threads();
+  const bool adaptive = adaptive_threads();
+  set_num_threads(2);
+  set_adaptive_threads(false);
+  machine::Profile with_blas = machine::make_profile(Isa::Avx512, machine::detect_caches());
+  with_blas.small_gemm_max_macs = 0;  // every product through the backend under test
+  machine::Profile with_dnnl = with_blas;
+  with_dnnl.onednn_sgemm_min_flop = 0;
+  std::vector<Tensor> blas, dnnl;
+  {
+    machine::ProfileGuard guard(with_blas);
+    blas = run();
+  }
+  {
+    machine::ProfileGuard guard(with_dnnl);
+    dnnl = run();
+  }
+  set_adaptive_threads(adaptive);
+  set_num_threads(prev);
+  std::vector<Tensor> exact;
+  for (const auto& [a, b] : products) exact.push_back(matmul(a.to(kFloat64), b.to(kFloat64)));
+  exact.push_back(linear(products[0].first.to(kFloat64), products[0].second.t().to(kFloat64),
+                         bias.to(kFloat64)));
+  exact.push_back(matmul(batch_a.to(kFloat64), batch_b.to(kFloat64)));
+  for (size_t i = 0; i < exact.size(); ++i) {
+    INFO("product " << i);
+    // float32 sums of at most 300 products of N(0, 1) values (sqrt(K) ~ 17 in magnitude).
+    CHECK_CLOSE(dnnl[i], exact[i].to(kFloat32), 2e-4, 1e-4);
+    CHECK_CLOSE(blas[i], exact[i].to(kFloat32), 2e-4, 1e-4);
+    CHECK_CLOSE(dnnl[i], blas[i], 2e-4, 1e-4);
   }
 }
 

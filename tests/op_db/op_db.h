@@ -86,6 +86,13 @@ struct Tolerance {
   double rtol;
 };
 
+// Ops whose float32 products run on a GEMM that picks its kernel per transpose flag (oneDNN's
+// sgemm, where the machine profile sends float32 products there: core/machine.h; OpenBLAS for
+// batched ones): a layout changes the order of the sums, within 256 eps.
+inline const Tolerance kGemmLayouts{3e-5, 1e-5};
+inline const char* const kGemmLayoutsNote =
+    "GEMM kernels may differ per transpose flag: layouts agree within 256 eps (float32)";
+
 // One entry per op. Every member has a default, so an entry names only what differs, with C++20
 // designated initializers in this order (docs/adding-an-op.md, "The op database entry"):
 //   t.push_back({.name = "tanh", .samples = [] { ... }, .errors = [] { ... }});

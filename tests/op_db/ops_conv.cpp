@@ -245,7 +245,8 @@ std::vector<OpInfo> conv_ops() {
                .samples = [] { return without_big(conv2d_samples(conv2d_composite)); },
                .errors = [] { return conv2d_errors(conv2d_composite, "conv2d_composite"); },
                .threads = split_gemm,
-               .note = "matmul's GEMMs split per thread: " + split_note});
+               .layouts = kGemmLayouts,
+               .note = "matmul's GEMMs split per thread: " + split_note + "; " + kGemmLayoutsNote});
   t.push_back({.name = "conv1d",
                .samples = conv1d_samples,
                .errors = conv1d_errors,

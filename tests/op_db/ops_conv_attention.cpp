@@ -269,9 +269,12 @@ std::vector<OpInfo> conv_attention_ops() {
   for (auto [name, f] : {std::pair<const char*, SdpaFn>{"scaled_dot_product_attention",
                                                         scaled_dot_product_attention},
                          std::pair<const char*, SdpaFn>{"scaled_dot_product_attention_composite",
-                                                        scaled_dot_product_attention_composite}})
+                                                        scaled_dot_product_attention_composite}}) {
     t.push_back(entry(
         name, [f = f] { return sdpa_samples(f); }, [f = f] { return sdpa_errors(f); }));
+    t.back().layouts = kGemmLayouts;
+    t.back().note = kGemmLayoutsNote;
+  }
   return t;
 }
 

@@ -191,6 +191,8 @@ std::vector<OpInfo> nn_ops() {
       [] {
         return linear_errors("linear", [](Tensor x, Tensor w, Tensor b) { linear(x, w, b); });
       }));
+  t.back().layouts = kGemmLayouts;
+  t.back().note = kGemmLayoutsNote;
   for (auto [name, fused] :
        {std::pair{"linear_activation", true}, std::pair{"linear_activation_composite", false}}) {
     t.push_back(entry(
@@ -220,6 +222,8 @@ std::vector<OpInfo> nn_ops() {
                   : linear_activation_composite(x, w, b, LinearActivation::GELU);
           });
         }));
+    t.back().layouts = kGemmLayouts;
+    t.back().note = kGemmLayoutsNote;
   }
   for (auto [name, f] :
        {std::pair<const char*, LnFn>{"layer_norm", layer_norm},
