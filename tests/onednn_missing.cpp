@@ -21,6 +21,8 @@ TEST_CASE("onednn missing: every entry point says so", "[onednn]") {
   CHECK_THROWS_WITH(
       onednn::matmul_bf16(onednn::Bf16Matmul::dense(1, 1, 1, 1), nullptr, nullptr, &c),
       Contains("onednn::matmul_bf16") && MISSING);
+  CHECK_THROWS_WITH(onednn::sgemm(false, false, 1, 1, 1, 1.0f, &c, 1, &c, 1, 0.0f, &c, 1, false),
+                    Contains("onednn::sgemm") && MISSING);
   CHECK_THROWS_WITH(onednn::linear_u8s8({}, nullptr, nullptr, nullptr, nullptr, &c),
                     Contains("onednn::linear_u8s8") && MISSING);
   const int8_t w = 1;
