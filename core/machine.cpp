@@ -128,6 +128,20 @@ int env_on_off(const char* name, std::string& origin) {
   return v == "on" ? 1 : 0;
 }
 
+// A library switch in the environment: openblas (0) or onednn (1), noted in `origin`; -1 when
+// unset or unreadable.
+int env_library(const char* name, std::string& origin) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return -1;
+  const std::string_view v(env);
+  if (v != "openblas" && v != "onednn") {
+    origin += fmt::format(", {}='{}' ignored (openblas or onednn)", name, v);
+    return -1;
+  }
+  origin += fmt::format(", {}={}", name, v);
+  return v == "onednn" ? 1 : 0;
+}
+
 State make_state() {
   State s;
   const Isa cpu = detect_isa();
@@ -158,30 +172,16 @@ State make_state() {
     s.startup = with_narrow_blas(s.startup);
     s.origin += fmt::format(", OpenBLAS on its {} kernels", blas);
   }
-  if (const char* env = std::getenv("NABLA_INFERENCE_GEMM"); env != nullptr && *env != '\0') {
-    const std::string_view v(env);
-    if (v == "openblas" || v == "onednn") {
-      s.startup.prepacked_linear_min_flop = v == "openblas" ? -1 : 0;
-      s.origin += fmt::format(", NABLA_INFERENCE_GEMM={}", v);
-    } else {
-      s.origin += fmt::format(", NABLA_INFERENCE_GEMM='{}' ignored (openblas or onednn)", v);
-    }
-  }
+  if (const int dnnl = env_library("NABLA_INFERENCE_GEMM", s.origin); dnnl >= 0)
+    s.startup.prepacked_linear_min_flop = dnnl ? 0 : -1;
   if (const int on = env_on_off("NABLA_SMALL_GEMM", s.origin); on >= 0)
     s.startup.small_gemm_max_macs = on ? kSmallGemmMaxMacs : 0;
   if (const int on = env_on_off("NABLA_SMALL_ATTENTION", s.origin); on >= 0) {
     s.startup.attention_small_max_tokens = on ? kSmallAttentionMaxTokens : 0;
     s.startup.attention_small_max_head_dim = on ? kSmallAttentionMaxHeadDim : 0;
   }
-  if (const char* env = std::getenv("NABLA_SGEMM"); env != nullptr && *env != '\0') {
-    const std::string_view v(env);
-    if (v == "openblas" || v == "onednn") {
-      s.startup.onednn_sgemm_min_flop = v == "openblas" ? -1 : 0;
-      s.origin += fmt::format(", NABLA_SGEMM={}", v);
-    } else {
-      s.origin += fmt::format(", NABLA_SGEMM='{}' ignored (openblas or onednn)", v);
-    }
-  }
+  if (const int dnnl = env_library("NABLA_SGEMM", s.origin); dnnl >= 0)
+    s.startup.onednn_sgemm_min_flop = dnnl ? 0 : -1;
   return s;
 }
 
