@@ -115,31 +115,25 @@ struct State {
   std::string origin;  // how the startup row was chosen
 };
 
-// An on|off switch in the environment: 1 or 0, noted in `origin`; -1 when unset or unreadable.
-int env_on_off(const char* name, std::string& origin) {
+// A two-way switch in the environment: 1 for `second`, 0 for `first`, noted in `origin`; -1
+// when unset or neither.
+int env_choice(const char* name, std::string_view first, std::string_view second,
+               std::string& origin) {
   const char* env = std::getenv(name);
   if (env == nullptr || *env == '\0') return -1;
   const std::string_view v(env);
-  if (v != "on" && v != "off") {
-    origin += fmt::format(", {}='{}' ignored (on or off)", name, v);
+  if (v != first && v != second) {
+    origin += fmt::format(", {}='{}' ignored ({} or {})", name, v, second, first);
     return -1;
   }
   origin += fmt::format(", {}={}", name, v);
-  return v == "on" ? 1 : 0;
+  return v == second ? 1 : 0;
 }
-
-// A library switch in the environment: openblas (0) or onednn (1), noted in `origin`; -1 when
-// unset or unreadable.
-int env_library(const char* name, std::string& origin) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return -1;
-  const std::string_view v(env);
-  if (v != "openblas" && v != "onednn") {
-    origin += fmt::format(", {}='{}' ignored (openblas or onednn)", name, v);
-    return -1;
-  }
-  origin += fmt::format(", {}={}", name, v);
-  return v == "onednn" ? 1 : 0;
+int env_on_off(const char* name, std::string& origin) {
+  return env_choice(name, "off", "on", origin);
+}
+int env_library(const char* name, std::string& origin) {  // 1: onednn, 0: openblas
+  return env_choice(name, "openblas", "onednn", origin);
 }
 
 State make_state() {
