@@ -65,14 +65,14 @@ namespace {
 // there the avx2 row keeps OpenBLAS.
 // NABLA_SMALL_ATTENTION=on|off overrides the row.
 // with_narrow_blas: the avx512 row assumes OpenBLAS runs its AVX-512 kernels (SKYLAKEX,
-//   COOPERLAKE), with their small-matrix paths. Where it runs AVX2 ones instead (Debian's 0.3.21
-//   on an AMD EPYC Zen 5, family 0x1A, which it does not know, or pinned to Haswell by
-//   OPENBLAS_CORETYPE because its AVX-512 kernels crash or err on some CPUs), its GEMMs reach at
-//   most half the FMA peak of a CPU with 512-bit units. There oneDNN's sgemm, whose kernels follow
-//   the CPU, took 0.23-0.62 of OpenBLAS's time on every model shape from 64 x 200 x 64 up
-//   (2 threads; 0.47-0.68 on one), and small_gemm takes the heads as in the avx2 row (quiet 2-core
-//   Zen 5, OpenBLAS pinned to Haswell, 2026-11-27, alternated: encoder_small 40.6 -> 25.0 ms,
-//   vit_small 128 -> 88, encoder_infer 7.3 -> 6.4, cnn_small 12.1 -> 10.5; docs/perf.md).
+//   COOPERLAKE), with their small-matrix paths. Where it runs AVX2 ones instead (pinned to
+//   Haswell by OPENBLAS_CORETYPE, as the host of an AMD EPYC Zen 5 does because older OpenBLAS
+//   kernels crash or err on some new CPUs; unpinned, Debian's 0.3.21 picks Cooperlake there), its
+//   GEMMs reach at most half the FMA peak of a CPU with 512-bit units. There oneDNN's sgemm, whose
+//   kernels follow the CPU, took 0.23-0.62 of OpenBLAS's time on the model shapes (2 threads;
+//   0.40-0.68 on one; docs/perf.md), and small_gemm takes the heads as in the avx2 row (quiet
+//   2-core Zen 5, OpenBLAS pinned to Haswell, 2026-11-27, alternated: encoder_small 40.6 -> 25.0
+//   ms, vit_small 128 -> 88, encoder_infer 7.3 -> 6.4, cnn_small 12.1 -> 10.5; docs/perf.md).
 // Autocast attention's oneDNN threshold (64 x 64 x 32 multiply-adds a head) is the same in every
 // row: only CPUs with native bf16 dot products take oneDNN at all, and those have AVX-512. It was
 // measured on the quiet 2-core AMD EPYC Zen 4 (2026-11-26): vit_small's heads (50 tokens x head

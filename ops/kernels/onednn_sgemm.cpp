@@ -1,7 +1,7 @@
 // oneDNN's sgemm for blas::gemm's float32 products (ops/kernels/onednn.h). oneDNN picks its
-// kernels from the CPU's own features (avx512_core on an AMD EPYC Zen 5), where Debian's
-// OpenBLAS 0.3.21 may run its Haswell kernels: on a CPU it does not know, or pinned there by
-// OPENBLAS_CORETYPE because its AVX-512 kernels misbehave on it. dnnl_sgemm takes row-major
+// kernels from the CPU's own features (avx512_core on an AMD EPYC Zen 5), where OpenBLAS may
+// run its Haswell kernels: pinned there by OPENBLAS_CORETYPE, as that Zen 5's host does because
+// older OpenBLAS kernels misbehave on some new CPUs. dnnl_sgemm takes row-major
 // operands with cblas_sgemm's meaning
 // (https://oneapi-src.github.io/oneDNN/v2.6/group_dnnl_api_blas.html), so no copy is made here.
 #if NABLA_WITH_ONEDNN
