@@ -46,10 +46,14 @@ constexpr size_t kMinCachedBlock = size_t{16} << 10;
 // Blocks this large are not cached: their page faults cost little next to the work done on
 // them, and a dead one held in the cache (a dataset's temporaries, say) would weigh on RSS.
 constexpr size_t kMaxCachedBlock = size_t{32} << 20;
-// A free block not reused while twice the peak live bytes have been allocated is returned to
-// the system: a training step reuses its buffers within one step; the blocks of shapes that
-// stopped coming (a dataset's temporaries, an earlier sequence length) age out.
+// A free block not reused while idle_factor x the peak live bytes have been allocated is
+// returned to the system: a training step reuses its buffers within one step; the blocks of
+// shapes that stopped coming (a dataset's temporaries, an earlier sequence length) age out.
+// The factor starts at 2; a miss on a size that a sweep released doubles it, to 4: a ViT step
+// allocates ~2.4x its peak, so at 2 every step page-faulted its swept blocks back in. Past 4 the
+// length-bucketed trainers held far more idle memory for little time (docs/perf.md).
 constexpr uint64_t kSweepEvery = 256;  // allocations between sweeps
+constexpr uint64_t kMaxIdleFactor = 4;
 
 // Blocks from this size on are mapped from the kernel directly and unmapped when released. Via
 // malloc they would set glibc's dynamic mmap threshold (it rises to the largest block freed, up
@@ -82,14 +86,6 @@ struct FreeBlock {
   uint64_t freed_at;  // the allocation clock (bytes allocated so far) when it was freed
 };
 
-// A miss may take a free block of up to ratio x its class (allocator.h: which ratio, and why).
-bool valid_fit_ratio(double ratio) { return ratio >= 1.0 && ratio <= 16.0; }  // false for NaN
-double ratio_from_env(const char* name, double fallback) {  // unreadable or out of range: fallback
-  const double ratio = std::getenv(name) ? std::strtod(std::getenv(name), nullptr) : fallback;
-  return valid_fit_ratio(ratio) ? ratio : fallback;
-}
-std::atomic<double> fit_ratio{ratio_from_env("NABLA_BEST_FIT_RATIO", 1.0)};
-std::atomic<double> no_grad_fit_ratio{ratio_from_env("NABLA_BEST_FIT_RATIO_NO_GRAD", 2.0)};
 struct Cache {
   std::mutex mutex;
   std::map<size_t, std::vector<FreeBlock>> free_blocks;  // block bytes -> oldest first
@@ -100,12 +96,15 @@ struct Cache {
   size_t limit = default_limit();
   uint64_t clock = 0;  // bytes allocated so far
   uint64_t requests = 0;
+  std::array<size_t, 64> swept{};  // a ring of the sizes the latest sweeps released
+  size_t swept_count = 0;
 
   // The most recently freed block of the smallest cached size in [bytes, fit_ratio * bytes], or
   // null; the caller holds the mutex.
   void* take_cached(size_t bytes) {
-    const double ratio = GradMode::enabled() ? fit_ratio.load()
-                                             : std::max(fit_ratio.load(), no_grad_fit_ratio.load());
+    const double ratio = GradMode::enabled()
+                             ? best_fit_ratio(false)
+                             : std::max(best_fit_ratio(false), best_fit_ratio(true));
     const auto largest = static_cast<size_t>(ratio * static_cast<double>(bytes));
     auto it = free_blocks.lower_bound(bytes);
     while (it != free_blocks.end() && it->first <= largest && it->second.empty()) ++it;
@@ -131,7 +130,7 @@ struct Cache {
   }
 
   // Frees the cached blocks idle for longer than max_idle; the caller holds the mutex.
-  void release_idle(uint64_t max_idle) {
+  void release_idle(uint64_t max_idle, bool sweep) {
     for (auto& [bytes, blocks] : free_blocks) {
       size_t keep_from = 0;
       while (keep_from < blocks.size() && clock - blocks[keep_from].freed_at >= max_idle) {
@@ -141,9 +140,17 @@ struct Cache {
         ++keep_from;
       }
       blocks.erase(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(keep_from));
+      if (sweep && keep_from > 0) swept[swept_count++ % swept.size()] = bytes;
     }
   }
-  void release_all() { release_idle(0); }
+  void release_all() { release_idle(0, false); }
+  void sweep() { release_idle(stats.idle_factor * stats.peak_allocated_bytes, true); }
+  void note_miss(size_t bytes) {  // the caller holds the mutex
+    const auto it = std::find(swept.begin(), swept.end(), bytes);
+    if (it == swept.end()) return;
+    *it = 0;
+    if (stats.idle_factor < kMaxIdleFactor) stats.idle_factor *= 2;
+  }
 };
 
 // Never destroyed: storages freed during static destruction still find it.
@@ -295,7 +302,7 @@ void* allocate_large(size_t bytes) {
   {
     std::lock_guard lock(c.mutex);
     c.clock += bytes;
-    if (++c.requests % kSweepEvery == 0) c.release_idle(2 * c.stats.peak_allocated_bytes);
+    if (++c.requests % kSweepEvery == 0) c.sweep();
     if (void* p = c.take_cached(bytes)) return p;
   }
   void* p = system_alloc_large(bytes);
@@ -314,6 +321,7 @@ void* allocate_large(size_t bytes) {
   c.stats.allocated_bytes += bytes;
   c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
   ++c.stats.misses;
+  c.note_miss(bytes);
   return p;
 }
 
@@ -393,14 +401,6 @@ size_t cache_limit() {
   std::lock_guard lock(c.mutex);
   return c.limit;
 }
-
-void set_best_fit_ratio(double ratio, bool no_grad) {
-  if (!valid_fit_ratio(ratio))
-    throw ValueError(fmt::format("allocator: best-fit ratio {} is not in [1, 16]", ratio));
-  (no_grad ? no_grad_fit_ratio : fit_ratio).store(ratio);
-}
-
-double best_fit_ratio(bool no_grad) { return (no_grad ? no_grad_fit_ratio : fit_ratio).load(); }
 
 size_t live_bytes() {
   int64_t total = orphan_small_live.load(std::memory_order_relaxed);

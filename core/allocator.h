@@ -14,8 +14,9 @@
 // either): at 2, inference (encoder_infer, its buffers short-lived) shrinks by 2 MB, while the
 // ViT's training step grew by 9 MB (saved activations placed for good in 2x blocks; docs/perf.md,
 // "Inference: weights packed once").
-// Blocks over 32 MiB are not cached; a free block not reused while twice the peak live bytes
-// have been allocated goes back to the system; the cache holds at most `cache_limit` bytes
+// Blocks over 32 MiB are not cached; a free block not reused while idle_factor (2; 4 once a
+// request missed on a size a sweep released) x the peak live bytes have been
+// allocated goes back to the system; the cache holds at most `cache_limit` bytes
 // (default 1 GiB or NABLA_CACHE_LIMIT_MB; past it, every free block is returned; 0 turns both
 // caches off). Blocks of 128 KiB and more are mapped from the kernel directly (not malloc), so a
 // released one leaves the process. Thread-safe.
@@ -47,6 +48,7 @@ struct AllocatorStats {
   uint64_t hits = 0;                // requests served from the cache
   uint64_t fit_hits = 0;            // of the hits, those served by a larger class's block
   uint64_t misses = 0;              // requests that went to the system
+  uint64_t idle_factor = 2;         // a free block idle for this x peak bytes allocated is swept
 };
 
 namespace allocator {

@@ -311,6 +311,34 @@ double resident_mib() {  // /proc/self/statm: size resident ... in pages
 
 }  // namespace
 
+// A cycle that allocates more than twice its peak between two uses of a block, as a ViT's
+// training step does: the sweep released that block each cycle and the next one page-faulted a
+// new one in, until a miss on a swept size made the sweep wait longer.
+TEST_CASE("allocator: a size the sweep released and then missed makes the sweep wait longer",
+          "[core]") {
+  CacheLimit limit(size_t{1} << 30, 1.0);
+  allocator::empty_cache();
+  allocator::reset_peak();
+  void* held = allocator::allocate(4 * kMiB);  // live throughout: the peak is 7 MiB
+  allocator::deallocate(allocator::allocate(3 * kMiB), 3 * kMiB);  // never asked for again
+  // Three sweeps (one per 256 requests) a cycle, the last after the 1 MiB block waited 16-24 MiB:
+  // more than 2x the peak, less than 4x.
+  constexpr size_t kChurn = 32 << 10, kChurnPerCycle = 768;
+  uint64_t misses_from_cycle_6 = 0;
+  for (int cycle = 0; cycle < 12; ++cycle) {
+    if (cycle == 6) misses_from_cycle_6 = allocator::stats().misses;
+    allocator::deallocate(allocator::allocate(kMiB), kMiB);
+    for (size_t i = 0; i < kChurnPerCycle; ++i)
+      allocator::deallocate(allocator::allocate(kChurn), kChurn);
+  }
+  const auto after = allocator::stats();
+  CHECK(after.idle_factor == 4);  // 2 swept the 1 MiB block every cycle
+  CHECK(after.misses == misses_from_cycle_6);  // the last six cycles reused every block
+  CHECK(after.cached_bytes == kMiB + kChurn);  // the 3 MiB block aged out all the same
+  allocator::deallocate(held, 4 * kMiB);
+  allocator::empty_cache();
+}
+
 TEST_CASE("allocator: a released large block leaves the process, even in front of a live one",
           "[core]") {
   // Through malloc, freeing an 8 MiB block raises glibc's mmap threshold past 4 MiB, so the next
