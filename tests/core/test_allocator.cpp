@@ -332,7 +332,7 @@ TEST_CASE("allocator: a size the sweep released and then missed makes the sweep 
       allocator::deallocate(allocator::allocate(kChurn), kChurn);
   }
   const auto after = allocator::stats();
-  CHECK(after.idle_factor == 4);  // 2 swept the 1 MiB block every cycle
+  CHECK(after.idle_factor == 4);               // 2 swept the 1 MiB block every cycle
   CHECK(after.misses == misses_from_cycle_6);  // the last six cycles reused every block
   CHECK(after.cached_bytes == kMiB + kChurn);  // the 3 MiB block aged out all the same
   allocator::deallocate(held, 4 * kMiB);
