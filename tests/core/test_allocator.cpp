@@ -299,18 +299,6 @@ TEST_CASE("allocator: two threads trading blocks of mixed sizes keep the counter
   CHECK(allocator::stats().cached_bytes == 0);
 }
 
-#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer's own allocator serves large blocks there
-namespace {
-
-double resident_mib() {  // /proc/self/statm: size resident ... in pages
-  std::ifstream statm("/proc/self/statm");
-  size_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0;
-}
-
-}  // namespace
-
 // A cycle that allocates more than twice its peak between two uses of a block, as a ViT's
 // training step does: the sweep released that block each cycle and the next one page-faulted a
 // new one in, until a miss on a swept size made the sweep wait longer.
@@ -338,6 +326,18 @@ TEST_CASE("allocator: a size the sweep released and then missed makes the sweep 
   allocator::deallocate(held, 4 * kMiB);
   allocator::empty_cache();
 }
+
+#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer's own allocator serves large blocks there
+namespace {
+
+double resident_mib() {  // /proc/self/statm: size resident ... in pages
+  std::ifstream statm("/proc/self/statm");
+  size_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0;
+}
+
+}  // namespace
 
 TEST_CASE("allocator: a released large block leaves the process, even in front of a live one",
           "[core]") {
