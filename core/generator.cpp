@@ -53,7 +53,9 @@ void blocks_portable(uint64_t seed, uint64_t first, int64_t n, uint32_t* out) {
 // GCC 12's AVX-512 headers pass _mm512_undefined_epi32() as the unused merge source of unmasked
 // intrinsics, which -Wmaybe-uninitialized reports as a false positive.
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // AVX-512: 16 counters in the 32-bit lanes of one register. NOTE: the compiler vectorises the
 // portable loop with 64-bit multiplies (vpmullq, 3 uops) and many permutes; here each 32x32 ->
 // 64-bit product is vpmuludq on the even lanes and on the odd lanes moved down by a shuffle, and

@@ -222,8 +222,7 @@ LocationBasedAttention::LocationBasedAttention(const LocationBasedAttentionOptio
       query_size_(o.query_size),
       key_size_(o.key_size),
       value_size1_(o.value_size1),
-      value_size2_(o.value_size2),
-      output_size_(o.output_size) {
+      value_size2_(o.value_size2) {
   if (std::min({o.query_size, o.key_size, o.value_size1, o.value_size2, o.output_size}) <= 0)
     throw ValueError(fmt::format(
         "LocationBasedAttention: every size must be set and > 0, got query_size {}, key_size {}, "

@@ -188,7 +188,7 @@ class LocationBasedAttention : public Module {
   }
 
  private:
-  int64_t query_size_, key_size_, value_size1_, value_size2_, output_size_;
+  int64_t query_size_, key_size_, value_size1_, value_size2_;
   std::shared_ptr<Linear> attn_, attn_combine_;
 };
 

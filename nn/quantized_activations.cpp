@@ -37,7 +37,9 @@ void quantize_scalar(const float* x, int64_t b, int64_t e, float inv_scale, floa
 // (GCC bug 105593, fixed in GCC 13); nothing here reads an undefined lane.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f"))) int64_t range_avx512(const float* x, int64_t b, int64_t e,
                                                         float& lo, float& hi, bool& nan) {
   __m512 l0 = _mm512_set1_ps(lo), h0 = _mm512_set1_ps(hi), l1 = l0, h1 = h0;

@@ -32,7 +32,14 @@ template <bool IsMax, class T>
 [[gnu::always_inline]] inline bool replaces(T v, T best) {
   const bool better = IsMax ? v > best : v < best;
   if constexpr (std::is_floating_point_v<T>) {
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wbitwise-instead-of-logical"  // on purpose: no branches
+#endif
     return better | (is_nan(v) & !is_nan(best));
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
   } else {
     return better;
   }
